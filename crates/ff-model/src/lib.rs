@@ -1,0 +1,11 @@
+//! FlashForward model crate: the Wan2.1 DiT backbone with planner/renderer roles and LoRA, the Wan
+//! VAE, the umT5 text encoder, checkpoint loading and the flow-matching noise math.
+//!
+//! Everything is generic over Burn's `B: Backend`; tests run on NdArray (f32).
+
+pub mod error;
+pub mod flow;
+pub mod load;
+
+pub use error::{ModelError, Result};
+pub use flow::FlowMatch;

@@ -1,0 +1,99 @@
+//! Which files make up a checkpoint: one safetensors file, a sharded safetensors checkpoint
+//! (`*.safetensors.index.json` with a `weight_map`), or a PyTorch pickle (`.pt`, `.pth`, `.bin`),
+//! optionally holding the state dict under a top-level key (Self-Forcing: `generator_ema`,
+//! `generator`).
+
+use crate::error::{ModelError, Result};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// One file of a checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CheckpointFile {
+    Safetensors(PathBuf),
+    Torch { path: PathBuf, top_level_key: Option<String> },
+}
+
+impl CheckpointFile {
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Safetensors(p) | Self::Torch { path: p, .. } => p,
+        }
+    }
+}
+
+/// The files of one checkpoint, and the path the user named (for error messages).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointFiles {
+    pub origin: PathBuf,
+    pub files: Vec<CheckpointFile>,
+}
+
+/// Top-level keys under which training scripts store a generator's state dict, in order of
+/// preference (the EMA weights are the ones used for inference).
+const TORCH_TOP_LEVEL_KEYS: [&str; 3] = ["generator_ema", "generator", "state_dict"];
+
+impl CheckpointFiles {
+    /// Resolves a user-given path: a `.safetensors` file, a `.safetensors.index.json` index, a
+    /// directory holding one of these, or a `.pt`/`.pth`/`.bin` pickle.
+    pub fn resolve(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        if path.is_dir() {
+            return Self::resolve_dir(path);
+        }
+        if !path.exists() {
+            return Err(ModelError::io(path, std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")));
+        }
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let files = if name.ends_with(".index.json") {
+            Self::index_shards(path)?
+        } else if name.ends_with(".safetensors") {
+            vec![CheckpointFile::Safetensors(path.to_path_buf())]
+        } else if [".pt", ".pth", ".bin", ".ckpt"].iter().any(|e| name.ends_with(e)) {
+            vec![CheckpointFile::Torch { path: path.to_path_buf(), top_level_key: torch_top_level_key(path) }]
+        } else {
+            return Err(ModelError::corrupt(path, "unknown checkpoint format (expected .safetensors, .safetensors.index.json, .pt or .pth)"));
+        };
+        Ok(Self { origin: path.to_path_buf(), files })
+    }
+
+    fn resolve_dir(dir: &Path) -> Result<Self> {
+        let entries = std::fs::read_dir(dir).map_err(|e| ModelError::io(dir, e))?;
+        let mut names: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        names.sort();
+        let ends = |p: &PathBuf, s: &str| p.to_str().is_some_and(|n| n.ends_with(s));
+        if let Some(index) = names.iter().find(|p| ends(p, ".safetensors.index.json")) {
+            return Self::resolve(index);
+        }
+        let single: Vec<&PathBuf> = names.iter().filter(|p| ends(p, ".safetensors")).collect();
+        match single.as_slice() {
+            [one] => Self::resolve(one),
+            [] => Err(ModelError::corrupt(dir, "directory holds no .safetensors checkpoint")),
+            _ => Err(ModelError::corrupt(dir, "directory holds several .safetensors files and no index json: name one")),
+        }
+    }
+
+    fn index_shards(index: &Path) -> Result<Vec<CheckpointFile>> {
+        let text = std::fs::read_to_string(index).map_err(|e| ModelError::io(index, e))?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index.to_path_buf(), source })?;
+        let map = json
+            .get("weight_map")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| ModelError::corrupt(index, "no 'weight_map' object"))?;
+        let dir = index.parent().unwrap_or(Path::new("."));
+        let shards: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
+        if shards.is_empty() {
+            return Err(ModelError::corrupt(index, "'weight_map' names no shard"));
+        }
+        Ok(shards.into_iter().map(|s| CheckpointFile::Safetensors(dir.join(s))).collect())
+    }
+}
+
+/// The first known top-level key a pickle holds, if its top level is not the state dict itself.
+fn torch_top_level_key(path: &Path) -> Option<String> {
+    TORCH_TOP_LEVEL_KEYS
+        .iter()
+        .find(|k| burn_store::pytorch::PytorchReader::with_top_level_key(path, k).is_ok_and(|r| !r.is_empty()))
+        .map(|k| k.to_string())
+}
