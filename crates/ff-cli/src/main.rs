@@ -1,1 +1,36 @@
-fn main() {}
+//! `flashforward`: generate, benchmark, train and evaluate FlashForward video models.
+
+mod backend;
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "flashforward", version, about = "Fast autoregressive video diffusion with FlashForward")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a reference fixture folder (made by make_fixtures.py) against the Rust model.
+    VerifyFixture(cmd::verify_fixture::Args),
+    /// Time the DiT chunk forward (tokens/s, share outside matmul/attention).
+    BenchDit(cmd::bench_dit::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
+        Command::BenchDit(args) => cmd::bench_dit::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! One module per subcommand, each with its clap `Args` and a `run`.
+
+pub mod bench_dit;
+pub mod verify_fixture;
