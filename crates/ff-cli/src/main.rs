@@ -1,1 +1,4 @@
+mod progress;
+mod video;
+
 fn main() {}
