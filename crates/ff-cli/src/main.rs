@@ -2,6 +2,8 @@
 
 mod backend;
 mod cmd;
+mod progress;
+mod video;
 
 use clap::{Parser, Subcommand};
 
