@@ -139,12 +139,13 @@ fn read_snapshots(file: &CheckpointFile) -> Result<Vec<(String, TensorSnapshot)>
     match file {
         CheckpointFile::Safetensors(path) => {
             SafetensorsHeader::read(path)?; // truncation, corrupt header, dtypes
-            let mut store = SafetensorsStore::from_file(path);
+            let mut store = SafetensorsStore::from_file(path).map_indices_contiguous(false);
             let all = store.get_all_snapshots().map_err(|e| ModelError::corrupt(path, e.to_string()))?;
             Ok(all.iter().map(|(k, s)| (k.clone(), s.clone())).collect())
         }
         CheckpointFile::Torch { path, top_level_key } => {
-            let mut store = PytorchStore::from_file(path);
+            // keep indices as written: Wan's `ffn.0`/`ffn.2` are Sequential slots the key table maps
+            let mut store = PytorchStore::from_file(path).map_indices_contiguous(false);
             if let Some(key) = top_level_key {
                 store = store.with_top_level_key(key);
             }
