@@ -147,3 +147,35 @@ fn bad_inputs_are_errors() {
     let role_on_plain = model.forward_chunk(x, &[vec![0.0; 3]], &FrameLayout::chunk(0, 3, Role::Planner), &text, &ctx);
     assert!(role_on_plain.err().unwrap().to_string().contains("with_roles"));
 }
+
+#[test]
+fn kv_window_equals_concatenated_segments() {
+    // Anchors {0, 10} in slot 0, a ring of H + 1 = 3 history slots; chunks of 3 frames at
+    // positions 3, 6, ...: every chunk reads the anchors, up to H = 2 earlier chunks and itself.
+    let device = Default::default();
+    let model = DitConfig::tiny().init::<B>(&device);
+    let text = model.text_context(random::<B, 3>([1, 6, 24], &device));
+    let per_frame = 4; // 4×4 latents, patch 2×2
+    let anchors = model
+        .forward_chunk(random::<B, 5>([1, 16, 3, 4, 4], &device), &[vec![0.0; 3]], &FrameLayout::frames(vec![0, 10, 20], Role::Base), &text, &SegmentContext::empty())
+        .unwrap()
+        .kv;
+    let c = model.config();
+    let mut window = KvWindow::<B>::new(c.num_layers, 1, c.num_heads, c.head_dim(), 3 * per_frame, 4, &device);
+    window.write(0, &anchors);
+    let mut history: Vec<ChunkKv<B>> = Vec::new();
+    for i in 0..6 {
+        let x = random::<B, 5>([1, 16, 3, 4, 4], &device);
+        let layout = FrameLayout::chunk(3 + 3 * i, 3, Role::Base);
+        let ts = [vec![833.0; 3]];
+        let tail: Vec<&ChunkKv<B>> = history.iter().rev().take(2).collect();
+        let reference = model.forward_chunk(x.clone(), &ts, &layout, &text, &SegmentContext::new([vec![&anchors], tail].concat())).unwrap();
+        window.set_target(1 + i % 3);
+        let windowed = model.forward_chunk(x, &ts, &layout, &text, &window).unwrap();
+        assert!(max_abs(reference.prediction, windowed.prediction) <= 1e-5, "chunk {i}");
+        history.push(reference.kv);
+    }
+    let bytes = window.bytes();
+    // layers × (k, v) × slots × slot tokens × heads × head_dim × f32, independent of the chunks run
+    assert_eq!(bytes, 2 * 2 * 4 * 12 * 2 * 16 * 4);
+}
