@@ -77,6 +77,9 @@ impl<B: Backend> PromptEncoder<B> {
             )));
         }
         let len = tokens.iter().map(Tokens::valid_len).max().unwrap_or(0);
+        if let Some((p, _)) = prompts.iter().zip(&tokens).find(|(_, t)| t.valid_len() == 0) {
+            return Err(ModelError::Input(format!("prompt {p:?} produced no tokens")));
+        }
         let cut: Vec<Tokens> = tokens
             .iter()
             .map(|t| Tokens { ids: t.ids[..len].to_vec(), mask: t.mask[..len].to_vec(), ..t.clone() })
