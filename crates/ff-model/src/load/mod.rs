@@ -58,6 +58,13 @@ pub fn load_checkpoint<B: Backend, M: ModuleSnapshot<B>>(
                 continue;
             }
             if let Some(prev) = found.get(&target) {
+                if remap.is_tied(&key) {
+                    continue;
+                }
+                if remap.is_tied(&prev.key) {
+                    found.insert(target, FileTensor { path, key, snapshot });
+                    continue;
+                }
                 return Err(ModelError::Load {
                     path,
                     key,
@@ -132,6 +139,16 @@ fn transpose_2d(data: burn::tensor::TensorData) -> burn::tensor::TensorData {
         }
     }
     burn::tensor::TensorData::new(out, [c, r]).convert_dtype(dtype)
+}
+
+/// The tensor keys of a checkpoint, as written in its files (no tensor data is read), e.g. to
+/// detect its layout before choosing a [`KeyRemap`].
+pub fn checkpoint_keys(files: &CheckpointFiles) -> Result<Vec<String>> {
+    let mut keys = Vec::new();
+    for file in &files.files {
+        keys.extend(read_snapshots(file)?.into_iter().map(|(k, _)| k));
+    }
+    Ok(keys)
 }
 
 /// Lists the tensors of one checkpoint file (lazily: no tensor data is read here).

@@ -2,10 +2,14 @@
 
 use regex::Regex;
 
-/// An ordered table of `(pattern, replacement)` rewrites, each applied in turn.
+/// An ordered table of `(pattern, replacement)` rewrites, each applied in turn, plus the file
+/// keys that are tied duplicates of another key (e.g. transformers' `encoder.embed_tokens.weight`
+/// beside `shared.weight`): such a key may map to a module path another key already fills, and is
+/// then dropped.
 #[derive(Debug, Clone)]
 pub struct KeyRemap {
     rules: Vec<(Regex, &'static str)>,
+    tied: Vec<Regex>,
 }
 
 impl KeyRemap {
@@ -13,7 +17,18 @@ impl KeyRemap {
     /// of the crate and a test exercises each.
     pub fn new(rules: &[(&'static str, &'static str)]) -> Self {
         let rules = rules.iter().map(|(p, r)| (Regex::new(p).expect("valid remap pattern"), *r)).collect();
-        Self { rules }
+        Self { rules, tied: Vec::new() }
+    }
+
+    /// Marks file keys matching `pattern` as tied duplicates (see the type's doc).
+    pub fn with_tied(mut self, pattern: &str) -> Self {
+        self.tied.push(Regex::new(pattern).expect("valid tied-key pattern"));
+        self
+    }
+
+    /// Whether a file key is a tied duplicate.
+    pub fn is_tied(&self, key: &str) -> bool {
+        self.tied.iter().any(|re| re.is_match(key))
     }
 
     /// The module path of a file key.
