@@ -7,14 +7,12 @@
 //! * [`PromptTokenizer`]: `tokenizer.json`, padded/truncated to 512 with truncation reported.
 //! * [`PromptEncoder`], [`PromptEncoderFiles`], [`PromptCache`]: prompt -> f32 embeddings, cached
 //!   on disk, with the encoder dropped before the DiT runs.
-//! * [`verify_fixture`]: parity against a transformers fixture.
 
 mod attention;
 mod cache;
 mod config;
 mod encoder;
 mod ffn;
-pub mod fixture;
 mod load;
 mod norm;
 mod position;
@@ -26,7 +24,6 @@ pub use cache::PromptCache;
 pub use config::Umt5Config;
 pub use encoder::{Umt5Block, Umt5Encoder, zero_padding};
 pub use ffn::{GatedGeluFfn, GatedGeluFfnConfig};
-pub use fixture::verify_fixture;
 pub use load::Umt5Layout;
 pub use norm::{T5LayerNorm, T5LayerNormConfig};
 pub use position::{RelativePositionBias, RelativePositionBiasConfig, bidirectional_bucket};
