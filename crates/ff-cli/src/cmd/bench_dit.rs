@@ -1,10 +1,11 @@
-//! `flashforward bench-dit`: times the DiT chunk forward on the CPU (NdArray) for a preset with
+//! `flashforward bench-dit`: times the DiT chunk forward (CPU NdArray, or CUDA/wgpu when built
+//! with those features) for a preset with
 //! random weights: one chunk of latents over published K/V (anchor window + history), the way
 //! a renderer forward runs. Reports tokens/s and the share of time spent outside matmul and
 //! attention, measured by replaying the forward's matmuls and attentions alone with the same
 //! shapes.
 
-use crate::backend::{CpuBackend, cpu_device};
+use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::tensor::{Distribution, Tensor, backend::Backend};
 use ff_model::dit::{ChunkKv, DitConfig, FrameLayout, KvContext, KvWindow, LayerKv, Role, SegmentContext, WanDit};
 use kernels_cubecl::attention;
@@ -30,6 +31,11 @@ pub struct Args {
     /// Prompt tokens.
     #[arg(long, default_value_t = 512)]
     text_tokens: usize,
+    /// Device to run on: cpu, cuda:N, wgpu:N.
+    #[arg(long, default_value = "cpu")]
+    devices: DeviceSpec,
+    #[arg(long, value_enum, default_value = "f32")]
+    precision: Precision,
     /// Timed repetitions (after one warm-up).
     #[arg(long, default_value_t = 3)]
     iters: usize,
@@ -90,9 +96,20 @@ struct Row {
     outside: f64,
 }
 
-fn bench(name: &str, a: &Args) -> anyhow::Result<Vec<Row>> {
-    type B = CpuBackend;
-    let device = cpu_device();
+struct Bench<'a> {
+    name: &'a str,
+    args: &'a Args,
+}
+
+impl BackendTask for Bench<'_> {
+    type Output = Vec<Row>;
+    fn run<B: Backend>(self, devices: Vec<B::Device>) -> anyhow::Result<Vec<Row>> {
+        bench::<B>(self.name, self.args, &devices[0])
+    }
+}
+
+fn bench<B: Backend>(name: &str, a: &Args, device: &B::Device) -> anyhow::Result<Vec<Row>> {
+    let device = device.clone();
     let c = preset(name)?;
     let model: WanDit<B> = c.init(&device);
     let per_frame = (a.height / c.patch_size[1]) * (a.width / c.patch_size[2]);
@@ -133,13 +150,13 @@ fn bench(name: &str, a: &Args) -> anyhow::Result<Vec<Row>> {
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
-        "chunk forward on NdArray (CPU), {}×{} latents, chunk of {} frames over {} published chunks, {} text tokens",
-        a.height, a.width, a.chunk, a.context, a.text_tokens
+        "chunk forward on {:?} ({:?}), {}×{} latents, chunk of {} frames over {} published chunks, {} text tokens",
+        a.devices, a.precision, a.height, a.width, a.chunk, a.context, a.text_tokens
     );
     println!("| preset | context | query tokens | key tokens | seconds/forward | tokens/s | share outside matmul+attention |");
     println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
     for name in &a.configs {
-        for r in bench(name, &a)? {
+        for r in dispatch(&a.devices, a.precision, Bench { name, args: &a })? {
             let tps = r.tokens as f64 / r.seconds;
             println!("| {} | {} | {} | {} | {:.4} | {:.0} | {:.1}% |", r.name, r.mode, r.tokens, r.keys, r.seconds, tps, 100.0 * r.outside);
         }
