@@ -179,3 +179,26 @@ fn kv_window_equals_concatenated_segments() {
     // layers × (k, v) × slots × slot tokens × heads × head_dim × f32, independent of the chunks run
     assert_eq!(bytes, 2 * 2 * 4 * 12 * 2 * 16 * 4);
 }
+
+#[test]
+fn batched_chunks_equal_single_chunk_forwards() {
+    // Two chunks at different positions, stages and contexts as one batch: each element equals
+    // its own single forward (the batched anti-diagonal of a wavefront).
+    let device = Default::default();
+    let model = DitConfig::tiny().init::<B>(&device);
+    let text = model.text_context(random::<B, 3>([1, 6, 24], &device));
+    let ctx_a = model.forward_chunk(random::<B, 5>([1, 16, 3, 4, 4], &device), &[vec![999.0; 3]], &FrameLayout::chunk(0, 3, Role::Base), &text, &SegmentContext::empty()).unwrap().kv;
+    let ctx_b = model.forward_chunk(random::<B, 5>([1, 16, 3, 4, 4], &device), &[vec![624.0; 3]], &FrameLayout::chunk(3, 3, Role::Base), &text, &SegmentContext::empty()).unwrap().kv;
+    let (xa, xb) = (random::<B, 5>([1, 16, 3, 4, 4], &device), random::<B, 5>([1, 16, 3, 4, 4], &device));
+    let (la, lb) = (FrameLayout::chunk(3, 3, Role::Base), FrameLayout::chunk(9, 3, Role::Base));
+    let (ta, tb) = (vec![999.0; 3], vec![624.0; 3]);
+    let single_a = model.forward_chunk(xa.clone(), &[ta.clone()], &la, &text, &SegmentContext::new(vec![&ctx_a])).unwrap();
+    let single_b = model.forward_chunk(xb.clone(), &[tb.clone()], &lb, &text, &SegmentContext::new(vec![&ctx_b])).unwrap();
+    let stacked = ChunkKv::stack(&[&ctx_a, &ctx_b]);
+    let batch = model
+        .forward_chunks(Tensor::cat(vec![xa, xb], 0), &[ta, tb], &[la, lb], &text, &SegmentContext::new(vec![&stacked]))
+        .unwrap();
+    assert!(max_abs(batch.prediction.clone().narrow(0, 0, 1), single_a.prediction) <= 1e-5);
+    assert!(max_abs(batch.prediction.narrow(0, 1, 1), single_b.prediction) <= 1e-5);
+    assert!(max_abs(batch.kv.batch_element(1).layers[1].k.clone(), single_b.kv.layers[1].k.clone()) <= 1e-5);
+}
