@@ -202,3 +202,20 @@ fn batched_chunks_equal_single_chunk_forwards() {
     assert!(max_abs(batch.prediction.narrow(0, 1, 1), single_b.prediction) <= 1e-5);
     assert!(max_abs(batch.kv.batch_element(1).layers[1].k.clone(), single_b.kv.layers[1].k.clone()) <= 1e-5);
 }
+
+#[test]
+fn batch_elements_are_independent_for_other_shapes() {
+    // A config unlike the shipped fixtures (3 heads × 24, text 40, 3 layers), batch 2 with
+    // per-sample timesteps 500 and 3: each element equals its own batch-1 forward.
+    let device = Default::default();
+    let config = DitConfig::new([1, 2, 2], 16, 16, 72, 96, 256, 40, 3, 3);
+    let model = config.init::<B>(&device);
+    let (x, ctx) = (random::<B, 5>([2, 16, 5, 6, 10], &device), random::<B, 3>([2, 7, 40], &device));
+    let both = model.forward(x.clone(), &[vec![500.0; 5], vec![3.0; 5]], &model.text_context(ctx.clone()), Role::Base).unwrap();
+    for (b, t) in [(0, 500.0), (1, 3.0)] {
+        let one = model
+            .forward(x.clone().narrow(0, b, 1), &[vec![t; 5]], &model.text_context(ctx.clone().narrow(0, b, 1)), Role::Base)
+            .unwrap();
+        assert!(max_abs(both.clone().narrow(0, b, 1), one) <= 1e-5, "element {b}");
+    }
+}
