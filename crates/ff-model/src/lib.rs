@@ -6,6 +6,7 @@
 pub mod error;
 pub mod flow;
 pub mod load;
+pub mod vae;
 
 pub use error::{ModelError, Result};
 pub use flow::FlowMatch;
