@@ -81,8 +81,8 @@ impl WanVaeConfig {
         let json: serde_json::Value =
             serde_json::from_str(&text).map_err(|source| ModelError::Json { path: path.to_path_buf(), source })?;
         let object = json.get("config").cloned().unwrap_or(json);
-        let raw: DiffusersVaeJson = serde_json::from_value(object)
-            .map_err(|source| ModelError::Json { path: path.to_path_buf(), source })?;
+        let raw: DiffusersVaeJson =
+            serde_json::from_value(object).map_err(|source| ModelError::Json { path: path.to_path_buf(), source })?;
         let bad = |what: String| ModelError::Config(format!("{}: {what}", path.display()));
         if raw.is_residual == Some(true) {
             return Err(bad("is_residual = true (Wan2.2 VAE) is not supported".into()));

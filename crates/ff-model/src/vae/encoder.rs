@@ -2,7 +2,9 @@
 //! `[B, 2·z_dim, T', H/8, W/8]` (mean and log-variance, before `quant_conv`), where the first
 //! chunk of a stream has `T = 1 -> T' = 1` and later chunks `T = 4 -> T' = 1` (Wan2.1).
 
-use super::blocks::{AttentionBlock, AttentionBlockConfig, MidBlock, MidBlockConfig, ResidualBlock, ResidualBlockConfig};
+use super::blocks::{
+    AttentionBlock, AttentionBlockConfig, MidBlock, MidBlockConfig, ResidualBlock, ResidualBlockConfig,
+};
 use super::cache::CausalCache;
 use super::config::WanVaeConfig;
 use super::conv::{CausalConv3d, CausalConv3dConfig};

@@ -60,7 +60,11 @@ fn tensor<B: Backend>(
 ) -> Result<Tensor<B, 5>> {
     let data = get(tensors, key, path)?;
     if data.shape.len() != 5 {
-        return Err(ModelError::Input(format!("{}: '{key}' has shape {:?}, expected 5 dims", path.display(), data.shape)));
+        return Err(ModelError::Input(format!(
+            "{}: '{key}' has shape {:?}, expected 5 dims",
+            path.display(),
+            data.shape
+        )));
     }
     Ok(Tensor::from_data(data.clone(), device))
 }
@@ -68,7 +72,10 @@ fn tensor<B: Backend>(
 /// `‖a − b‖₂ / ‖b‖₂` in f64; an error if the shapes differ.
 fn relative_l2(a: &TensorData, b: &TensorData, what: &str) -> Result<f64> {
     if a.shape != b.shape {
-        return Err(ModelError::Input(format!("{what}: output shape {:?} differs from expected {:?}", a.shape, b.shape)));
+        return Err(ModelError::Input(format!(
+            "{what}: output shape {:?} differs from expected {:?}",
+            a.shape, b.shape
+        )));
     }
     let values = |d: &TensorData| d.clone().convert::<f64>().into_vec::<f64>().expect("f64 data after convert");
     let (a, b) = (values(a), values(b));
