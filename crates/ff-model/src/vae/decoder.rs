@@ -76,7 +76,7 @@ impl<B: Backend> WanDecoder<B> {
     }
 
     /// One chunk (one latent frame in diffusers' schedule) of the stream whose state is `cache`.
-    pub(crate) fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
+    fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         cache.start_chunk();
         let x = self.conv_in.forward_cached(x, cache.next_slot());
         let mut x = self.mid_block.forward(x, cache);
@@ -84,5 +84,13 @@ impl<B: Backend> WanDecoder<B> {
             x = block.forward(x, cache);
         }
         self.conv_out.forward_cached(silu(self.norm_out.forward(x)), cache.next_slot())
+    }
+
+    /// Decodes latents after `post_quant_conv`, one latent frame at a time, continuing the stream
+    /// whose state is `cache`.
+    pub(crate) fn decode_frames(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
+        let frames = x.dims()[2];
+        let out: Vec<_> = (0..frames).map(|i| self.forward(x.clone().narrow(2, i, 1), cache)).collect();
+        Tensor::cat(out, 2).clamp(-1.0, 1.0)
     }
 }

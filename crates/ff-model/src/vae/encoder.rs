@@ -15,6 +15,8 @@ use burn::tensor::activation::silu;
 use burn::tensor::{Tensor, backend::Backend};
 
 /// One entry of the encoder's flat list of down blocks (diffusers `down_blocks.N`).
+// A dozen layers built once per model: boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
 pub enum EncoderLayer<B: Backend> {
     Residual(ResidualBlock<B>),

@@ -104,13 +104,3 @@ impl<B: Backend> WanVae<B> {
         (as_tensor(&self.config.latents_mean), as_tensor(&self.config.latents_std))
     }
 }
-
-impl<B: Backend> WanDecoder<B> {
-    /// Decodes latents after `post_quant_conv`, one latent frame at a time, continuing the stream
-    /// whose state is `cache`.
-    pub(crate) fn decode_frames(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
-        let frames = x.dims()[2];
-        let out: Vec<_> = (0..frames).map(|i| self.forward(x.clone().narrow(2, i, 1), cache)).collect();
-        Tensor::cat(out, 2).clamp(-1.0, 1.0)
-    }
-}
