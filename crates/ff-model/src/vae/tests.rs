@@ -19,7 +19,7 @@ fn tiny_fixture() -> PathBuf {
     fixtures().join("wan_vae_tiny")
 }
 
-fn max_abs_rel(a: Tensor<B, 5>, b: Tensor<B, 5>) -> f64 {
+fn rel_l2(a: Tensor<B, 5>, b: Tensor<B, 5>) -> f64 {
     assert_eq!(a.dims(), b.dims());
     let diff = (a - b.clone()).powi_scalar(2).sum().into_scalar() as f64;
     let norm = b.powi_scalar(2).sum().into_scalar() as f64;
@@ -62,7 +62,7 @@ fn streaming_decode_equals_full_decode() {
         parts.push(part);
     }
     assert_eq!(stream.latents_seen(), 7);
-    let err = max_abs_rel(Tensor::cat(parts, 2), full);
+    let err = rel_l2(Tensor::cat(parts, 2), full);
     assert!(err <= 1e-5, "chunked decode differs from full decode: {err:e}");
 }
 
@@ -195,9 +195,11 @@ fn original_and_diffusers_layouts_load_the_same_weights() {
         let keys: Vec<String> = read_tensors(path).unwrap().into_keys().collect();
         assert_eq!(VaeLayout::detect(&keys, path).unwrap(), layout);
         let vae = WanVae::<B>::load(path, &config, &device).unwrap();
-        assert!(max_abs_rel(vae.encode_mean(video.clone()).unwrap(), want_mean.clone()) <= 1e-6);
-        assert!(max_abs_rel(vae.decode(want_mean.clone()).unwrap(), want_video.clone()) <= 1e-6);
+        assert!(rel_l2(vae.encode_mean(video.clone()).unwrap(), want_mean.clone()) <= 1e-6);
+        assert!(rel_l2(vae.decode(want_mean.clone()).unwrap(), want_video.clone()) <= 1e-6);
     }
+    let unknown = VaeLayout::detect(&["model.conv.weight".to_string()], &original).unwrap_err();
+    assert!(unknown.to_string().contains("not a Wan VAE checkpoint"), "{unknown}");
     // The original file read as the diffusers layout: its keys name no module parameter.
     let err = WanVae::<B>::load_layout(&original, Some(VaeLayout::Diffusers), &config, &device).unwrap_err();
     assert!(matches!(err, crate::error::ModelError::UnexpectedKeys { .. }), "{err}");
