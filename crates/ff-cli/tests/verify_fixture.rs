@@ -22,7 +22,7 @@ fn last_error(stdout: &str) -> f64 {
 
 #[test]
 fn reference_fixtures_pass() {
-    for name in ["wan_dit_tiny", "wan_dit_tiny_per_frame", "umt5_tiny"] {
+    for name in ["wan_dit_tiny", "wan_dit_tiny_per_frame", "umt5_tiny", "wan_vae_tiny"] {
         let (code, stdout) = verify(&fixtures().join(name));
         assert_eq!(code, 0, "{name}: {stdout}");
         assert!(last_error(&stdout) <= 1e-4, "{name}: {stdout}");

@@ -8,6 +8,7 @@ pub mod fixture;
 pub mod flow;
 pub mod load;
 pub mod text;
+pub mod vae;
 
 pub use error::{ModelError, Result};
 pub use flow::FlowMatch;

@@ -96,6 +96,16 @@ pub fn load_checkpoint<B: Backend, M: ModuleSnapshot<B>>(
     Ok(())
 }
 
+/// The keys of every tensor of a checkpoint, as written in its files (e.g. to tell which key
+/// layout it uses before choosing a [`KeyRemap`]).
+pub fn checkpoint_keys(files: &CheckpointFiles) -> Result<Vec<String>> {
+    let mut keys = Vec::new();
+    for file in &files.files {
+        keys.extend(read_snapshots(file)?.into_iter().map(|(k, _)| k));
+    }
+    Ok(keys)
+}
+
 /// Turns a file tensor into a snapshot at the module path `target`, transposed (PyTorch Linear
 /// weights) and cast to the module's dtype, after checking its shape.
 fn to_module_snapshot(t: FileTensor, want: &TensorSnapshot, target: &str) -> Result<TensorSnapshot> {
@@ -139,16 +149,6 @@ fn transpose_2d(data: burn::tensor::TensorData) -> burn::tensor::TensorData {
         }
     }
     burn::tensor::TensorData::new(out, [c, r]).convert_dtype(dtype)
-}
-
-/// The tensor keys of a checkpoint, as written in its files (no tensor data is read), e.g. to
-/// detect its layout before choosing a [`KeyRemap`].
-pub fn checkpoint_keys(files: &CheckpointFiles) -> Result<Vec<String>> {
-    let mut keys = Vec::new();
-    for file in &files.files {
-        keys.extend(read_snapshots(file)?.into_iter().map(|(k, _)| k));
-    }
-    Ok(keys)
 }
 
 /// Lists the tensors of one checkpoint file (lazily: no tensor data is read here).
