@@ -16,6 +16,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Generate a video from a prompt.
+    Generate(cmd::generate::Args),
     /// Check a reference fixture folder (made by make_fixtures.py) against the Rust model.
     VerifyFixture(cmd::verify_fixture::Args),
     /// Time the DiT chunk forward (tokens/s, share outside matmul/attention).
@@ -25,6 +27,7 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Generate(args) => cmd::generate::run(args),
         Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
         Command::BenchDit(args) => cmd::bench_dit::run(args),
     };

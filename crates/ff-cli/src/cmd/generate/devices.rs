@@ -1,0 +1,93 @@
+//! `--executor` over `--devices` ([`DeviceSpec`]): which devices the workers of a schedule run
+//! on. `--devices cpu` runs every worker on the CPU (NdArray, one thread per worker); several
+//! devices get one worker each. Workers map to devices round-robin: worker `w` runs on device
+//! `w mod n`.
+//!
+//! | executor | workers |
+//! | --- | --- |
+//! | serial | 1 |
+//! | wavefront | one per stage (S) on one device, else one per device |
+//! | streaming | the wavefront's stage workers + a dedicated planner worker |
+//! | batched | 1, running each dependency wave as one packed forward |
+
+use ff_sched::sim::Placement;
+
+use crate::backend::DeviceSpec;
+
+/// Name of device `index` of `spec` (for messages).
+pub fn device_name(spec: &DeviceSpec, index: usize) -> String {
+    match spec {
+        DeviceSpec::Cpu => "cpu".into(),
+        DeviceSpec::Cuda(ids) => format!("cuda:{}", ids[index]),
+        DeviceSpec::Wgpu(ids) => format!("wgpu:{}", ids[index]),
+    }
+}
+
+/// How the forwards of a schedule are spread over workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Executor {
+    /// Every forward on one worker, in order.
+    Serial,
+    /// One worker per stage: chunk i at stage k overlaps chunk i+1 at stage k-1.
+    Wavefront,
+    /// The wavefront plus a dedicated planner worker publishing anchors while rendering runs.
+    Streaming,
+    /// One worker; each dependency wave (FlashForward: an anti-diagonal) as one packed forward.
+    Batched,
+}
+
+impl Executor {
+    /// The placement for a schedule of `stages` stages on `devices`.
+    pub fn placement(self, stages: usize, devices: &DeviceSpec) -> Placement {
+        let stage_workers = if devices.count() > 1 {
+            devices.count()
+        } else {
+            stages
+        };
+        match self {
+            Self::Serial | Self::Batched => Placement::serial(),
+            Self::Wavefront => Placement::wavefront(stage_workers),
+            Self::Streaming => Placement::streaming(
+                stage_workers
+                    .saturating_sub(usize::from(devices.count() > 1))
+                    .max(1),
+            ),
+        }
+    }
+}
+
+/// Device index of worker `worker` among `devices` devices (round-robin).
+pub fn device_of(worker: usize, devices: usize) -> usize {
+    worker % devices
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executors_place_workers_per_stage_or_device() {
+        let cpu = DeviceSpec::Cpu;
+        let four = DeviceSpec::Cuda(vec![0, 1, 2, 3]);
+        assert_eq!(Executor::Serial.placement(4, &four).workers(), 1);
+        assert_eq!(Executor::Batched.placement(4, &four).workers(), 1);
+        assert_eq!(Executor::Wavefront.placement(4, &cpu).workers(), 4);
+        assert_eq!(Executor::Wavefront.placement(4, &four).workers(), 4);
+        assert_eq!(
+            Executor::Wavefront
+                .placement(4, &DeviceSpec::Cuda(vec![0, 1]))
+                .workers(),
+            2
+        );
+        // Streaming: a planner worker beside the stage workers; on 4 GPUs, 3 stage workers + planner.
+        assert_eq!(Executor::Streaming.placement(4, &cpu).workers(), 5);
+        assert_eq!(Executor::Streaming.placement(4, &four).workers(), 4);
+        assert_eq!(
+            (0..5)
+                .map(|w| device_of(w, four.count()))
+                .collect::<Vec<_>>(),
+            [0, 1, 2, 3, 0]
+        );
+        assert_eq!(device_name(&four, 3), "cuda:3");
+    }
+}

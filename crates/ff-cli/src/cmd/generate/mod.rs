@@ -1,0 +1,175 @@
+//! `flashforward generate`: a prompt to a video file.
+//!
+//! Order of work: parse and check everything cheap first (devices, length, model files and their
+//! configs against each other, prompt length, memory estimate), so a run that cannot work is
+//! refused before anything large loads; then encode the prompt on the CPU (or take it from the
+//! prompt cache) and drop the encoder; then load the DiT and the VAE on the devices, run the
+//! schedule's graph on the executor, and stream finished chunks through the VAE into the video
+//! (see [`pipeline`]).
+
+mod configs;
+mod devices;
+mod memory;
+mod paths;
+mod pipeline;
+mod plan;
+mod prompt;
+mod stream;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use burn::tensor::backend::Backend;
+use ff_model::text::PromptEmbedding;
+use ff_sched::ScheduleKind;
+
+use self::devices::Executor;
+use self::memory::human;
+use self::paths::FileFlags;
+use self::plan::Plan;
+use self::stream::Stop;
+use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
+use crate::progress::install_interrupt_flag;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// What the video shows.
+    #[arg(long)]
+    prompt: String,
+    /// Length in seconds at 16 FPS, rounded up to the next 1 + 4k frames.
+    #[arg(long, required_unless_present = "latents", conflicts_with = "latents")]
+    seconds: Option<f64>,
+    /// Length in latent frames L (1 + 4(L-1) video frames).
+    #[arg(long)]
+    latents: Option<usize>,
+    /// flashforward, self-forcing, hiar, n-c-causal-rcm or bidirectional.
+    #[arg(long, default_value = "flashforward")]
+    schedule: ScheduleKind,
+    /// Default: serial on one device, wavefront on several.
+    #[arg(long, value_enum)]
+    executor: Option<Executor>,
+    /// `cpu`, CUDA devices `cuda:0,1,2,3` or `wgpu:0` (need builds with those features).
+    #[arg(long, default_value = "cpu")]
+    devices: DeviceSpec,
+    /// Float precision of the DiT and VAE (bf16 needs CUDA).
+    #[arg(long, value_enum, default_value = "f32")]
+    precision: Precision,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Output: .mp4, .gif, .png (numbered frames) or a directory of PNG frames.
+    #[arg(long)]
+    out: PathBuf,
+    /// Frame height and width in pixels (multiples of 16 for Wan2.1).
+    #[arg(long, default_value_t = 480)]
+    height: usize,
+    #[arg(long, default_value_t = 832)]
+    width: usize,
+    #[command(flatten)]
+    files: FileFlags,
+    /// Prompt embedding cache (safetensors); a hit skips loading the text encoder.
+    #[arg(long)]
+    prompt_cache: Option<PathBuf>,
+    /// Cut prompts longer than the encoder's 512 tokens instead of refusing them.
+    #[arg(long)]
+    truncate_prompt: bool,
+    /// Memory per device in GiB for the fit check (default: MemAvailable for the CPU).
+    #[arg(long)]
+    memory_limit: Option<f64>,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let plan = Plan::new(&args)?;
+    plan.check_memory(&args)?;
+    eprintln!("{}", plan.describe(&args));
+    let text_start = Instant::now();
+    let (embedding, source) =
+        prompt::embed(&plan.text, &args.prompt, args.prompt_cache.as_deref())?;
+    let text_time = text_start.elapsed();
+
+    let stop = Stop {
+        interrupt: install_interrupt_flag()?,
+        abort: Default::default(),
+    };
+    let job = pipeline::Job {
+        graph: &plan.graph,
+        placement: plan.placement,
+        batched: plan.executor == Executor::Batched,
+        dit: &plan.files.dit,
+        dit_config: &plan.configs.dit,
+        vae: &plan.files.vae,
+        vae_config: &plan.configs.vae,
+        latent_size: plan.latent_size,
+        seed: args.seed,
+        out: &args.out,
+    };
+    let outcome = dispatch(
+        &args.devices,
+        args.precision,
+        Generate {
+            job,
+            text: embedding,
+            stop,
+        },
+    )?;
+
+    let secs = |d: Duration| format!("{:.3} s", d.as_secs_f64());
+    let text = match source {
+        prompt::Source::Cache => "from the prompt cache",
+        prompt::Source::Encoded => "encoded on the CPU",
+    };
+    eprintln!(
+        "text: {} tokens, {text} in {} | models loaded in {}",
+        plan.tokens,
+        secs(text_time),
+        secs(outcome.load)
+    );
+    eprintln!(
+        "denoising path {} | TTFF {} | total with VAE {} | slowest worker busy {:.3} s | peak K/V banks {}",
+        secs(outcome.denoise),
+        outcome.first_frames.map_or("-".into(), secs),
+        secs(outcome.total),
+        outcome.slowest_worker,
+        human(outcome.peak_bank_bytes.iter().map(|b| *b as u64).sum())
+    );
+    match (outcome.video, outcome.stopped) {
+        (Some(video), _) => {
+            println!("{}: {} frames", video.display(), outcome.frames);
+            Ok(ExitCode::SUCCESS)
+        }
+        (None, Some(reason)) => {
+            eprintln!(
+                "stopped: {reason}; {} has the {} frames finished so far",
+                args.out.display(),
+                outcome.frames
+            );
+            Ok(ExitCode::from(130))
+        }
+        (None, None) => bail!("the generation ended without a video"),
+    }
+}
+
+/// Checks that the backend of `--devices` is built in and has its driver, before any work.
+struct Probe;
+
+impl BackendTask for Probe {
+    type Output = ();
+    fn run<B: Backend>(self, _: Vec<B::Device>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The generation on the selected backend.
+struct Generate<'a> {
+    job: pipeline::Job<'a>,
+    text: PromptEmbedding,
+    stop: Stop,
+}
+
+impl BackendTask for Generate<'_> {
+    type Output = pipeline::Outcome;
+    fn run<B: Backend>(self, devices: Vec<B::Device>) -> Result<pipeline::Outcome> {
+        pipeline::generate::<B>(&self.job, &self.text, &devices, self.stop)
+    }
+}

@@ -1,0 +1,175 @@
+//! The generation itself on backend `B`: load the DiT and the VAE, run the schedule's graph on
+//! the executor's workers, and decode each finished chunk with the streaming VAE decoder into the
+//! video sink while later chunks are still denoising.
+//!
+//! Timing (all from the moment the executor starts, after text encoding and model loading):
+//! denoising-path latency is the executor's makespan (first forward to final latents, no VAE);
+//! TTFF is when the first decoded frames are on disk; total is when the last ones are.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use burn::tensor::{Tensor, backend::Backend};
+use ff_model::dit::{DitConfig, WanDit};
+use ff_model::text::PromptEmbedding;
+use ff_model::vae::{WanVae, WanVaeConfig};
+use ff_sched::Graph;
+use ff_sched::exec::{DitRunner, NoiseSpec, execute, execute_batched};
+use ff_sched::sim::Placement;
+
+use super::devices::device_of;
+use super::stream::{Finished, InOrder, Stop, Streamed};
+use crate::progress::ChunkProgress;
+use crate::video::{VideoSink, frames_from_tensor_data};
+
+/// Everything one generation needs besides the prompt embedding.
+pub struct Job<'a> {
+    pub graph: &'a Graph,
+    pub placement: Placement,
+    /// Run each dependency wave as one packed forward (one worker) instead of `placement`.
+    pub batched: bool,
+    pub dit: &'a Path,
+    pub dit_config: &'a DitConfig,
+    pub vae: &'a Path,
+    pub vae_config: &'a WanVaeConfig,
+    /// Latent height and width.
+    pub latent_size: [usize; 2],
+    pub seed: u64,
+    pub out: &'a Path,
+}
+
+/// What a finished (or interrupted) generation reports.
+pub struct Outcome {
+    /// The output path (or frame pattern) when the video is complete; `None` when stopped early.
+    pub video: Option<PathBuf>,
+    pub frames: usize,
+    pub load: Duration,
+    pub denoise: Duration,
+    pub first_frames: Option<Duration>,
+    pub total: Duration,
+    /// Busy seconds of the slowest worker.
+    pub slowest_worker: f64,
+    /// Peak K/V bank bytes per worker.
+    pub peak_bank_bytes: Vec<usize>,
+    /// Why the executor stopped early (Ctrl-C).
+    pub stopped: Option<String>,
+}
+
+/// Runs `job` on `devices` (worker `w` on `devices[w mod n]`; the VAE on `devices[0]`).
+pub fn generate<B: Backend>(
+    job: &Job,
+    text: &PromptEmbedding,
+    devices: &[B::Device],
+    stop: Stop,
+) -> Result<Outcome> {
+    let load_start = Instant::now();
+    let main = &devices[0];
+    let dit = WanDit::<B>::load(job.dit_config, job.dit, main)
+        .with_context(|| format!("cannot load the DiT from {}", job.dit.display()))?;
+    let context: Tensor<B, 3> = text
+        .to_context::<B>(job.dit_config.text_len, main)?
+        .unsqueeze();
+    let [height, width] = job.latent_size;
+    let noise = NoiseSpec {
+        seed: job.seed,
+        channels: job.dit_config.in_channels,
+        height,
+        width,
+    };
+    let base = DitRunner::new(&dit, context, &job.graph.contract, noise);
+    drop(dit);
+    let vae = WanVae::<B>::load(job.vae, job.vae_config, main)
+        .with_context(|| format!("cannot load the VAE from {}", job.vae.display()))?;
+    let load = load_start.elapsed();
+
+    let (tx, rx) = channel::<Finished<Tensor<B, 5>>>();
+    let runners: Vec<_> = (0..job.placement.workers())
+        .map(|w| {
+            Streamed::new(
+                base.to_device(&devices[device_of(w, devices.len())]),
+                w,
+                tx.clone(),
+                stop.clone(),
+            )
+        })
+        .collect();
+    drop((tx, base));
+    let mut sink = VideoSink::create(job.out)?;
+    let mut decoder = vae.stream_decoder();
+    let mut order = InOrder::default();
+    let mut progress = ChunkProgress::new(job.graph.outputs().len());
+    let mut first_frames = None;
+    let start = Instant::now();
+    let (execution, written) = std::thread::scope(|s| {
+        let executor = s.spawn(|| {
+            let mut runners = runners;
+            if job.batched {
+                // The batched executor's placement is serial: one runner.
+                execute_batched(job.graph, runners.swap_remove(0))
+            } else {
+                execute(job.graph, &job.placement, runners)
+            }
+        });
+        let mut write = |done: Finished<Tensor<B, 5>>| -> Result<()> {
+            let video = decoder.decode_chunk(vae.denormalize(done.latent.to_device(main)))?;
+            sink.push_frames(&frames_from_tensor_data(video.into_data())?)?;
+            first_frames.get_or_insert_with(|| start.elapsed());
+            progress.chunk_done(done.positions.len());
+            Ok(())
+        };
+        // Receiving ends when every worker has dropped its sender, i.e. the executor returned.
+        let written = rx
+            .iter()
+            .try_for_each(|done| order.push(done).into_iter().try_for_each(&mut write));
+        if written.is_err() {
+            stop.abort.store(true, Ordering::SeqCst);
+            rx.iter().for_each(drop);
+        }
+        let execution = executor
+            .join()
+            .map_err(|_| anyhow!("the executor thread panicked"));
+        (execution, written)
+    });
+    let total = start.elapsed();
+    written?;
+    let outcome =
+        |stopped: Option<String>, denoise: Duration, slowest: f64, peak: Vec<usize>| Outcome {
+            video: None,
+            frames: sink.frames_written(),
+            load,
+            denoise,
+            first_frames,
+            total,
+            slowest_worker: slowest,
+            peak_bank_bytes: peak,
+            stopped,
+        };
+    match execution? {
+        Err(e) if stop.interrupt.load(Ordering::SeqCst) => {
+            progress.abandon("interrupted");
+            Ok(outcome(Some(e.to_string()), total, 0.0, Vec::new()))
+        }
+        Err(e) => {
+            progress.abandon("failed");
+            Err(e).context("the executor failed")
+        }
+        Ok(execution) => {
+            progress.finish();
+            let latents = order.done();
+            if latents != job.graph.contract.config.latents {
+                return Err(anyhow!(
+                    "the executor finished {latents} of {} latents",
+                    job.graph.contract.config.latents
+                ));
+            }
+            let slowest = execution.trace.busy().into_iter().fold(0.0, f64::max);
+            let denoise = Duration::from_secs_f64(execution.trace.makespan());
+            let mut done = outcome(None, denoise, slowest, execution.peak_bank_bytes);
+            done.video = Some(sink.finish()?);
+            Ok(done)
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Everything `generate` decides before a model loads, and the checks that refuse a run early:
+//! devices built in, length rounded to 1 + 4k frames, files found and consistent, prompt within
+//! the encoder's tokens, and the memory estimate within each device.
+
+use anyhow::Result;
+use ff_model::text::PromptEncoderFiles;
+use ff_sched::exec::waves;
+use ff_sched::schedule::NodeId;
+use ff_sched::sim::Placement;
+use ff_sched::{Contract, ContractConfig, Graph};
+
+use super::Args;
+use super::configs::Configs;
+use super::devices::{Executor, device_name};
+use super::memory::{Estimate, Sizes, available_ram, checkpoint_contents, device_estimates};
+use super::paths::{ModelFiles, hub_cache_dir};
+use super::prompt;
+use crate::backend::{DeviceSpec, Precision, dispatch};
+use crate::video::{FPS, FrameCount};
+
+/// A checked generation request.
+pub struct Plan {
+    pub length: FrameCount,
+    pub files: ModelFiles,
+    pub configs: Configs,
+    /// Latent height and width.
+    pub latent_size: [usize; 2],
+    pub graph: Graph,
+    pub executor: Executor,
+    pub placement: Placement,
+    pub text: PromptEncoderFiles,
+    /// Prompt tokens (with `</s>`, after truncation).
+    pub tokens: usize,
+}
+
+impl Plan {
+    /// Checks `args` short of memory (see [`Plan::check_memory`]).
+    pub fn new(args: &Args) -> Result<Self> {
+        dispatch(&args.devices, args.precision, super::Probe)?;
+        let length = match (args.seconds, args.latents) {
+            (_, Some(latents)) => FrameCount::from_latents(latents)?,
+            (Some(seconds), None) => FrameCount::from_seconds(seconds, 1)?,
+            (None, None) => anyhow::bail!("give the length with --seconds or --latents"),
+        };
+        if let Some(note) = length.rounding_note() {
+            eprintln!("note: {note}");
+        }
+        let files = args
+            .files
+            .resolve(hub_cache_dir(|k| std::env::var(k).ok()).as_deref())?;
+        let configs = Configs::read(&files)?;
+        let latent_size = configs.latent_size(args.height, args.width)?;
+        let graph = args
+            .schedule
+            .build(&Contract::new(ContractConfig::new(length.latents))?)?;
+        let several = args.devices.count() > 1;
+        let executor = args.executor.unwrap_or(if several {
+            Executor::Wavefront
+        } else {
+            Executor::Serial
+        });
+        let placement = executor.placement(graph.contract.stages(), &args.devices);
+        let max_len = configs.dit.text_len;
+        let tokens = prompt::check_length(
+            &files.tokenizer,
+            max_len,
+            &args.prompt,
+            args.truncate_prompt,
+        )?;
+        let text = PromptEncoderFiles {
+            tokenizer: files.tokenizer.clone(),
+            weights: files.text_encoder.clone(),
+            config: configs.text.clone(),
+            max_len,
+        };
+        Ok(Self {
+            length,
+            files,
+            configs,
+            latent_size,
+            graph,
+            executor,
+            placement,
+            text,
+            tokens,
+        })
+    }
+
+    /// Refuses the run when the text encoder (CPU, f32, unless the prompt is cached) or the
+    /// generation on some device would not fit: available memory is `--memory-limit` when given,
+    /// else MemAvailable for the CPU; other devices are checked only with `--memory-limit`.
+    pub fn check_memory(&self, args: &Args) -> Result<()> {
+        let limit = args
+            .memory_limit
+            .map(|gib| (gib * (1u64 << 30) as f64) as u64);
+        let devices = &args.devices;
+        if !prompt::is_cached(&self.text, &args.prompt, args.prompt_cache.as_deref())? {
+            let (_, elements) = checkpoint_contents(&self.files.text_encoder)?;
+            let mut text = Estimate::default();
+            text.add("text encoder weights", elements * 4);
+            let cpu = match (limit, devices) {
+                (Some(bytes), DeviceSpec::Cpu) => bytes,
+                _ => available_ram()?,
+            };
+            text.check("cpu (text encoder)", cpu)?;
+        }
+        let (dit_keys, dit_elements) = checkpoint_contents(&self.files.dit)?;
+        let (_, vae_elements) = checkpoint_contents(&self.files.vae)?;
+        let sizes = Sizes {
+            dit: &self.configs.dit,
+            dit_elements,
+            roles: dit_keys.iter().any(|k| k.contains("role_embedding")),
+            vae_elements,
+            vae_base_dim: self.configs.vae.base_dim,
+            pixels: [args.height, args.width],
+            latents: self.latent_size,
+            dtype_bytes: match args.precision {
+                Precision::F32 => 4,
+                Precision::Bf16 => 2,
+            },
+        };
+        let forwards: Vec<Vec<NodeId>> = match self.executor {
+            Executor::Batched => waves(&self.graph),
+            _ => self.graph.nodes.iter().map(|n| vec![n.id]).collect(),
+        };
+        let estimates = device_estimates(
+            &self.graph,
+            &self.placement,
+            &forwards,
+            devices.count(),
+            &sizes,
+        );
+        for (device, estimate) in estimates.iter().enumerate() {
+            let name = device_name(devices, device);
+            match (limit, devices) {
+                (Some(bytes), _) => estimate.check(&name, bytes)?,
+                (None, DeviceSpec::Cpu) => estimate.check(&name, available_ram()?)?,
+                (None, _) => {
+                    eprintln!("note: no free-memory probe for {name}; pass --memory-limit to check")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One line about the run.
+    pub fn describe(&self, args: &Args) -> String {
+        let counts = self.graph.counts();
+        format!(
+            "{} latents ({} frames, {:.2} s at {FPS} FPS), {}x{} px, schedule {}, executor {} on {} worker(s); \
+             {} forwards ({} cache-update)",
+            self.length.latents,
+            self.length.frames,
+            self.length.seconds(),
+            args.width,
+            args.height,
+            args.schedule,
+            format!("{:?}", self.executor).to_lowercase(),
+            self.placement.workers(),
+            counts.forwards,
+            counts.cache_update_forwards
+        )
+    }
+}

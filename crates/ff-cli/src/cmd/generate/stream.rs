@@ -1,0 +1,258 @@
+//! Getting finished chunks out of a running executor, in video order.
+//!
+//! [`Streamed`] wraps a worker's [`Runner`]: it sends the x0 of every output node (a finished
+//! renderer chunk, or the whole clip) to the decoding thread as soon as the forward returns, and
+//! stops the worker at the next forward once a stop is requested (Ctrl-C, or the decoder failed).
+//! [`InOrder`] hands the chunks on in position order, whatever order the workers finish them in.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+
+use ff_sched::SchedError;
+use ff_sched::exec::{NodeResult, Runner};
+use ff_sched::schedule::Node;
+
+/// A finished output: its latent positions and its x0.
+pub struct Finished<X> {
+    pub positions: Vec<usize>,
+    pub latent: X,
+}
+
+/// Why workers should stop early.
+#[derive(Clone, Default)]
+pub struct Stop {
+    /// Set by Ctrl-C.
+    pub interrupt: Arc<AtomicBool>,
+    /// Set when the consumer of the outputs failed.
+    pub abort: Arc<AtomicBool>,
+}
+
+impl Stop {
+    fn reason(&self) -> Option<&'static str> {
+        if self.interrupt.load(Ordering::SeqCst) {
+            Some("interrupted (Ctrl-C)")
+        } else if self.abort.load(Ordering::SeqCst) {
+            Some("stopped because writing the video failed")
+        } else {
+            None
+        }
+    }
+}
+
+/// A runner that streams its output nodes' latents (see the module docs).
+pub struct Streamed<R: Runner> {
+    inner: R,
+    worker: usize,
+    outputs: Sender<Finished<R::Latent>>,
+    stop: Stop,
+}
+
+impl<R: Runner> Streamed<R> {
+    pub fn new(inner: R, worker: usize, outputs: Sender<Finished<R::Latent>>, stop: Stop) -> Self {
+        Self {
+            inner,
+            worker,
+            outputs,
+            stop,
+        }
+    }
+}
+
+impl<R: Runner> Streamed<R> {
+    fn check_stop(&self) -> ff_sched::Result<()> {
+        match self.stop.reason() {
+            Some(reason) => Err(SchedError::Worker {
+                worker: self.worker,
+                reason: reason.into(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends `latent` on when `node` is an output. A closed channel means the consumer gave up;
+    /// the abort flag then stops the next forward.
+    fn send(&self, node: &Node, latent: &R::Latent) {
+        if node.output {
+            let _ = self.outputs.send(Finished {
+                positions: node.positions.clone(),
+                latent: latent.clone(),
+            });
+        }
+    }
+}
+
+impl<R: Runner> Runner for Streamed<R> {
+    type Latent = R::Latent;
+    type Kv = R::Kv;
+
+    fn run(
+        &mut self,
+        node: &Node,
+        source: Option<&R::Latent>,
+        reads: &[&R::Kv],
+    ) -> ff_sched::Result<NodeResult<R>> {
+        self.check_stop()?;
+        let result = self.inner.run(node, source, reads)?;
+        self.send(node, &result.0);
+        Ok(result)
+    }
+
+    fn run_batch(
+        &mut self,
+        nodes: &[&Node],
+        sources: &[Option<&R::Latent>],
+        reads: &[Vec<&R::Kv>],
+    ) -> ff_sched::Result<Vec<NodeResult<R>>> {
+        self.check_stop()?;
+        let results = self.inner.run_batch(nodes, sources, reads)?;
+        for (node, (latent, _)) in nodes.iter().zip(&results) {
+            self.send(node, latent);
+        }
+        Ok(results)
+    }
+
+    fn adopt_latent(&self, latent: R::Latent) -> R::Latent {
+        self.inner.adopt_latent(latent)
+    }
+
+    fn adopt_kv(&self, kv: R::Kv) -> R::Kv {
+        self.inner.adopt_kv(kv)
+    }
+}
+
+/// Reorders finished outputs into position order.
+pub struct InOrder<X> {
+    next: usize,
+    waiting: BTreeMap<usize, Finished<X>>,
+}
+
+impl<X> Default for InOrder<X> {
+    fn default() -> Self {
+        Self {
+            next: 0,
+            waiting: BTreeMap::new(),
+        }
+    }
+}
+
+impl<X> InOrder<X> {
+    /// Takes one finished output and returns those that can now go out, in order.
+    pub fn push(&mut self, done: Finished<X>) -> Vec<Finished<X>> {
+        self.waiting
+            .insert(done.positions.first().copied().unwrap_or(usize::MAX), done);
+        let mut ready = Vec::new();
+        while let Some(done) = self.waiting.remove(&self.next) {
+            self.next += done.positions.len();
+            ready.push(done);
+        }
+        ready
+    }
+
+    /// Latent positions handed on so far.
+    pub fn done(&self) -> usize {
+        self.next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(start: usize, len: usize) -> Finished<usize> {
+        Finished {
+            positions: (start..start + len).collect(),
+            latent: start,
+        }
+    }
+
+    #[test]
+    fn outputs_go_out_in_position_order() {
+        let mut order = InOrder::default();
+        assert!(
+            order.push(finished(3, 3)).is_empty(),
+            "chunk 1 waits for chunk 0"
+        );
+        assert!(order.push(finished(6, 1)).is_empty());
+        let out: Vec<usize> = order
+            .push(finished(0, 3))
+            .into_iter()
+            .map(|f| f.latent)
+            .collect();
+        assert_eq!(out, [0, 3, 6]);
+        assert_eq!(order.done(), 7);
+        let out: Vec<usize> = order
+            .push(finished(7, 3))
+            .into_iter()
+            .map(|f| f.latent)
+            .collect();
+        assert_eq!(out, [7]);
+    }
+
+    #[test]
+    fn a_stop_request_ends_the_worker_at_the_next_forward() {
+        struct Count(usize);
+        impl Runner for Count {
+            type Latent = usize;
+            type Kv = Kv;
+            fn run(
+                &mut self,
+                node: &Node,
+                _: Option<&usize>,
+                _: &[&Kv],
+            ) -> ff_sched::Result<(usize, Vec<Kv>)> {
+                self.0 += 1;
+                Ok((node.id, vec![]))
+            }
+        }
+        #[derive(Debug, Clone)]
+        struct Kv;
+        impl ff_sched::bank::Entry for Kv {
+            fn bytes(&self) -> usize {
+                0
+            }
+        }
+        let contract =
+            ff_sched::Contract::new(ff_sched::ContractConfig::new(4).with_stages(1)).unwrap();
+        let graph = ff_sched::ScheduleKind::NcCausalRcm
+            .build(&contract)
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stop = Stop::default();
+        let mut runner = Streamed::new(Count(0), 2, tx, stop.clone());
+        let out = graph.nodes.iter().find(|n| n.output).unwrap();
+        runner.run(out, None, &[]).unwrap();
+        assert_eq!(
+            rx.try_recv().unwrap().positions,
+            out.positions,
+            "output nodes are streamed"
+        );
+        let batch: Vec<&Node> = graph.nodes.iter().filter(|n| n.output).take(2).collect();
+        assert_eq!(
+            runner
+                .run_batch(&batch, &[None, None], &[vec![], vec![]])
+                .unwrap()
+                .len(),
+            2
+        );
+        let streamed: Vec<Vec<usize>> = rx.try_iter().map(|f| f.positions).collect();
+        assert_eq!(
+            streamed,
+            [batch[0].positions.clone(), batch[1].positions.clone()],
+            "batched outputs too"
+        );
+        stop.interrupt.store(true, Ordering::SeqCst);
+        let err = runner.run(out, None, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("worker 2") && err.contains("interrupted"),
+            "{err}"
+        );
+        assert!(
+            runner
+                .run_batch(&batch, &[None, None], &[vec![], vec![]])
+                .is_err()
+        );
+        assert_eq!(runner.inner.0, 3, "no forward after the stop");
+    }
+}
