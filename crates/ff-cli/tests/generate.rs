@@ -373,16 +373,23 @@ fn generates_mp4_gif_and_frames_deterministically() {
         succeeds(&m.wan_args(dir, &[&["--latents", "5"][..], extra].concat()));
         png_frames(&m.out.join(dir))
     };
-    let first = run("seed1/", &["--seed", "1"]);
+    // The first run encodes the prompt into the cache, the second takes it from there.
+    let cache = m.out.join("prompts.safetensors");
+    let cached = ["--seed", "1", "--prompt-cache", cache.to_str().unwrap()];
+    let log = succeeds(&m.wan_args("seed1/", &[&["--latents", "5"][..], &cached].concat()));
+    assert!(log.contains("encoded on the CPU"), "{log}");
+    let first = png_frames(&m.out.join("seed1/"));
     assert_eq!(first.len(), 17);
     assert!(
         first.iter().any(|f| f != &first[0]),
         "the video is not one still frame"
     );
+    let log = succeeds(&m.wan_args("again/", &[&["--latents", "5"][..], &cached].concat()));
+    assert!(log.contains("from the prompt cache"), "{log}");
     assert_eq!(
-        run("again/", &["--seed", "1"]),
+        png_frames(&m.out.join("again/")),
         first,
-        "same seed, same frames"
+        "same seed, same frames (and the cached prompt is the encoded one)"
     );
     for executor in ["wavefront", "streaming"] {
         assert_eq!(
