@@ -1,8 +1,17 @@
 //! FlashForward scheduling: the state contract (anchors, chunks, windows, histories, stages),
 //! schedules as generation graphs, K/V banks, executors, traces and a latency model.
+//!
+//! * [`contract`]: index sets of one generation ([`Contract`]).
+//! * [`schedule`]: the five schedules as [`Graph`]s of forwards with read/publish sets.
+//! * [`sim`]: node placement on workers and the discrete-event replay (rounds, latency model).
+//! * [`trace`]: timelines, Chrome trace JSON and SVG wavefront charts.
 
 pub mod contract;
 pub mod error;
+pub mod schedule;
+pub mod sim;
+pub mod trace;
 
 pub use contract::{Contract, ContractConfig};
 pub use error::{BankName, Result, SchedError};
+pub use schedule::{Graph, ScheduleKind};
