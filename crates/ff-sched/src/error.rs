@@ -37,6 +37,8 @@ pub enum SchedError {
     OutOfRange { bank: BankName, index: usize, size: usize },
     #[error("node {node}: {source}")]
     Model { node: usize, source: ModelError },
+    #[error("worker {worker}: stopped because another worker failed")]
+    PeerStopped { worker: usize },
     #[error("worker {worker}: {reason}")]
     Worker { worker: usize, reason: String },
     #[error("{path}: {source}")]
