@@ -1,11 +1,14 @@
-//! The `flashforward` command-line tool.
+//! `flashforward`: generate, benchmark, train and evaluate FlashForward video models.
 
+mod backend;
 mod cmd;
+mod progress;
+mod video;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "flashforward", version, about = "FlashForward autoregressive video diffusion in Rust")]
+#[command(name = "flashforward", version, about = "Fast autoregressive video diffusion with FlashForward")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -13,15 +16,29 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Check a reference fixture folder (made by make_fixtures.py) against the Rust model.
+    VerifyFixture(cmd::verify_fixture::Args),
+    /// Time the DiT chunk forward (tokens/s, share outside matmul/attention).
+    BenchDit(cmd::bench_dit::Args),
     /// Build a schedule's generation graph and print its forward counts and rounds.
     Plan(cmd::plan::Args),
     /// Replay a schedule's graph on N devices with a fixed per-forward cost.
     Simulate(cmd::simulate::Args),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
+        Command::BenchDit(args) => cmd::bench_dit::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
     }
 }

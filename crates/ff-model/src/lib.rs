@@ -4,8 +4,14 @@
 //! Everything is generic over Burn's `B: Backend`; tests run on NdArray (f32).
 
 pub mod error;
+pub mod fixture;
 pub mod flow;
 pub mod load;
 
 pub use error::{ModelError, Result};
 pub use flow::FlowMatch;
+pub mod dit;
+pub mod lora;
+
+pub use dit::{DitConfig, WanDit};
+pub use lora::{LoraConfig, Role};

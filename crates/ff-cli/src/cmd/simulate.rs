@@ -1,9 +1,10 @@
 //! `flashforward simulate`: discrete-event replay of a schedule's graph (see `ff_sched::sim`).
 
-use super::{ContractArgs, parse_schedule};
+use super::plan::{ContractArgs, parse_schedule};
 use ff_sched::ScheduleKind;
 use ff_sched::sim::{CostModel, simulate};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -29,7 +30,7 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let graph = args.contract.graph(args.schedule)?;
     let cost = CostModel { forward_seconds: args.forward_seconds, planner_devices: args.planner_devices };
     let sim = simulate(&graph, args.devices, cost)?;
@@ -57,5 +58,5 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("{key:>28}  {value}");
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -92,12 +92,12 @@ pub fn load_checkpoint<B: Backend, M: ModuleSnapshot<B>>(
 /// Turns a file tensor into a snapshot at the module path `target`, transposed (PyTorch Linear
 /// weights) and cast to the module's dtype, after checking its shape.
 fn to_module_snapshot(t: FileTensor, want: &TensorSnapshot, target: &str) -> Result<TensorSnapshot> {
-    let file_shape = t.snapshot.shape.dims.clone();
+    let file_shape = t.snapshot.shape.to_vec();
     let transpose = want.module_type().as_deref() == Some("Struct:Linear")
         && target.ends_with(".weight")
         && file_shape.len() == 2;
     let shape: Vec<usize> = if transpose { vec![file_shape[1], file_shape[0]] } else { file_shape.clone() };
-    let want_shape = want.shape.dims.clone();
+    let want_shape = want.shape.to_vec();
     if shape != want_shape {
         let expected = if transpose { vec![want_shape[1], want_shape[0]] } else { want_shape };
         return Err(ModelError::ShapeMismatch { path: t.path, key: t.key, expected, found: file_shape });

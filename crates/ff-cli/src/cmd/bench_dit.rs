@@ -1,0 +1,135 @@
+//! `flashforward bench-dit`: times the DiT chunk forward on the CPU (NdArray) for a preset with
+//! random weights: one chunk of latents over published K/V (anchor window + history), the way
+//! a renderer forward runs. Reports tokens/s and the share of time spent outside matmul and
+//! attention, measured by replaying the forward's matmuls and attentions alone with the same
+//! shapes.
+
+use crate::backend::{CpuBackend, cpu_device};
+use burn::tensor::{Distribution, Tensor, backend::Backend};
+use ff_model::dit::{ChunkKv, DitConfig, FrameLayout, LayerKv, Role, SegmentContext, WanDit};
+use kernels_cubecl::attention;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Presets to time: tiny, small (mid-size), 1.3b, 14b.
+    #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
+    configs: Vec<String>,
+    /// Latent frames per chunk.
+    #[arg(long, default_value_t = 3)]
+    chunk: usize,
+    /// Latent frames of published context (3 anchors + 15 history).
+    #[arg(long, default_value_t = 18)]
+    context: usize,
+    /// Latent height and width (480p is 60×104).
+    #[arg(long, default_value_t = 30)]
+    height: usize,
+    #[arg(long, default_value_t = 52)]
+    width: usize,
+    /// Prompt tokens.
+    #[arg(long, default_value_t = 512)]
+    text_tokens: usize,
+    /// Timed repetitions (after one warm-up).
+    #[arg(long, default_value_t = 3)]
+    iters: usize,
+}
+
+fn preset(name: &str) -> anyhow::Result<DitConfig> {
+    Ok(match name {
+        "tiny" => DitConfig::tiny(),
+        "small" => DitConfig::small(),
+        "1.3b" => DitConfig::wan_t2v_1_3b(),
+        "14b" => DitConfig::wan_t2v_14b(),
+        other => anyhow::bail!("--configs: unknown preset '{other}' (tiny, small, 1.3b, 14b)"),
+    })
+}
+
+fn mean_seconds(iters: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let t = Instant::now();
+    for _ in 0..iters {
+        f();
+    }
+    t.elapsed().as_secs_f64() / iters as f64
+}
+
+fn random<B: Backend, const D: usize>(shape: [usize; D], device: &B::Device) -> Tensor<B, D> {
+    Tensor::random(shape, Distribution::Normal(0.0, 1.0), device)
+}
+
+/// Seconds of the chunk forward's matmuls and attentions alone, same shapes.
+fn replay<B: Backend>(c: &DitConfig, n: usize, keys: usize, text: usize, iters: usize, device: &B::Device) -> f64 {
+    let (d, h, hd) = (c.dim, c.num_heads, c.head_dim());
+    let x = random::<B, 3>([1, n, d], device);
+    let w = random::<B, 3>([1, d, d], device);
+    let up = random::<B, 3>([1, d, c.ffn_dim], device);
+    let down = random::<B, 3>([1, c.ffn_dim, d], device);
+    let hidden = random::<B, 3>([1, n, c.ffn_dim], device);
+    let q = random::<B, 4>([1, h, n, hd], device);
+    let (k, v) = (random::<B, 4>([1, h, keys, hd], device), random::<B, 4>([1, h, keys, hd], device));
+    let (tk, tv) = (random::<B, 4>([1, h, text, hd], device), random::<B, 4>([1, h, text, hd], device));
+    let layer = mean_seconds(iters, || {
+        for _ in 0..6 {
+            let _ = x.clone().matmul(w.clone()).into_data();
+        }
+        let _ = x.clone().matmul(up.clone()).into_data();
+        let _ = hidden.clone().matmul(down.clone()).into_data();
+        let _ = attention(q.clone(), k.clone(), v.clone(), None).into_data();
+        let _ = attention(q.clone(), tk.clone(), tv.clone(), None).into_data();
+    });
+    layer * c.num_layers as f64
+}
+
+struct Row {
+    name: String,
+    tokens: usize,
+    keys: usize,
+    seconds: f64,
+    outside: f64,
+}
+
+fn bench(name: &str, a: &Args) -> anyhow::Result<Row> {
+    type B = CpuBackend;
+    let device = cpu_device();
+    let c = preset(name)?;
+    let model: WanDit<B> = c.init(&device);
+    let per_frame = (a.height / c.patch_size[1]) * (a.width / c.patch_size[2]);
+    let n = a.chunk * per_frame;
+    let ctx_tokens = a.context * per_frame;
+    let (h, hd) = (c.num_heads, c.head_dim());
+    let published = ChunkKv {
+        layers: (0..c.num_layers)
+            .map(|_| LayerKv { k: random::<B, 4>([1, h, ctx_tokens, hd], &device), v: random::<B, 4>([1, h, ctx_tokens, hd], &device) })
+            .collect(),
+    };
+    let text = model.text_context(random::<B, 3>([1, a.text_tokens, c.text_dim], &device));
+    let latents = random::<B, 5>([1, c.in_channels, a.chunk, a.height, a.width], &device);
+    let start = a.context;
+    let layout = FrameLayout::chunk(start, a.chunk, Role::Base);
+    let timesteps = vec![vec![937.0; a.chunk]];
+    let ctx = SegmentContext::new(vec![&published]);
+    let mut failure = None;
+    let seconds = mean_seconds(a.iters, || match model.forward_chunk(latents.clone(), &timesteps, &layout, &text, &ctx) {
+        Ok(out) => {
+            let _ = out.prediction.into_data();
+        }
+        Err(e) => failure = Some(e),
+    });
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
+    let core = replay::<B>(&c, n, ctx_tokens + n, a.text_tokens, a.iters, &device);
+    Ok(Row { name: name.to_string(), tokens: n, keys: ctx_tokens + n, seconds, outside: (1.0 - core / seconds).max(0.0) })
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    println!("chunk forward on NdArray (CPU), {}×{} latents, chunk {} frames over {} context frames, {} text tokens", a.height, a.width, a.chunk, a.context, a.text_tokens);
+    println!("| preset | query tokens | key tokens | seconds/forward | tokens/s | share outside matmul+attention |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for name in &a.configs {
+        let r = bench(name, &a)?;
+        println!("| {} | {} | {} | {:.4} | {:.0} | {:.1}% |", r.name, r.tokens, r.keys, r.seconds, r.tokens as f64 / r.seconds, 100.0 * r.outside);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,151 @@
+//! Video output at [`FPS`] frames per second: MP4 (H.264), animated GIF, or numbered PNG frames,
+//! written chunk by chunk.
+//!
+//! Every [`VideoSink::push_frames`] call is a chunk boundary: when it returns, the output on disk
+//! is complete and playable with every frame pushed so far (MP4 and GIF: the file is rewritten to
+//! a temp file and renamed over the output; PNG: each frame file is written atomically). So an
+//! interrupted run, by Ctrl-C or even a kill, leaves the finished chunks; [`VideoSink::finish`]
+//! only checks that something was written and returns the path.
+//!
+//! The format follows the output path: `.mp4`, `.gif`, `.png` (frames `<stem>_00000.png`, ...
+//! beside it) or a directory (an existing one, a path ending in `/`, or a path without extension:
+//! frames `<dir>/frame_00000.png`, ...). An existing output file, or numbered frames of the same
+//! name, are removed when the sink is created, so the disk never shows a stale video as this run's.
+
+mod atomic;
+mod count;
+mod frame;
+mod gif_sink;
+mod mp4_sink;
+mod png_sink;
+#[cfg(test)]
+mod tests;
+
+use std::fs;
+use std::path::{MAIN_SEPARATOR, Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+pub use count::FrameCount;
+pub use frame::{Frame, frames_from_tensor_data, frames_from_video};
+use gif_sink::GifSink;
+use mp4_sink::Mp4Sink;
+use png_sink::PngSink;
+
+/// Frame rate of every video output.
+pub const FPS: u32 = 16;
+
+/// Writes a video chunk by chunk; see the module docs for formats and interruption safety.
+pub struct VideoSink {
+    encoder: Encoder,
+    /// What [`VideoSink::finish`] returns: the file, the frame directory or the frame pattern.
+    output: PathBuf,
+    size: Option<(usize, usize)>,
+    frames: usize,
+}
+
+enum Encoder {
+    Mp4(Mp4Sink),
+    Gif(GifSink),
+    Png(PngSink),
+}
+
+impl VideoSink {
+    /// A sink for `path`, its format chosen by extension (see the module docs).
+    pub fn create(path: &Path) -> Result<Self> {
+        let is_dir = path.is_dir() || path.as_os_str().to_string_lossy().ends_with(MAIN_SEPARATOR);
+        let extension = path
+            .extension()
+            .filter(|_| !is_dir)
+            .map(|e| e.to_string_lossy().to_ascii_lowercase());
+        let (encoder, output) = match extension.as_deref() {
+            None => {
+                let sink = PngSink::new(path.to_path_buf(), "frame".into())?;
+                (Encoder::Png(sink), path.to_path_buf())
+            }
+            Some("png") => {
+                let stem = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let sink = PngSink::new(parent(path), stem)?;
+                let pattern = sink.pattern();
+                (Encoder::Png(sink), pattern)
+            }
+            Some(ext @ ("mp4" | "gif")) => {
+                fs::create_dir_all(parent(path)).with_context(|| {
+                    format!("cannot create the directory of {}", path.display())
+                })?;
+                if path.exists() {
+                    fs::remove_file(path)
+                        .with_context(|| format!("cannot replace {}", path.display()))?;
+                }
+                let encoder = match ext {
+                    "mp4" => Encoder::Mp4(Mp4Sink::new(path.to_path_buf())),
+                    _ => Encoder::Gif(GifSink::new(path.to_path_buf())?),
+                };
+                (encoder, path.to_path_buf())
+            }
+            Some(other) => bail!(
+                "unsupported video output `.{other}` in {}: use .mp4, .gif, .png (numbered frames) or a directory",
+                path.display()
+            ),
+        };
+        Ok(Self {
+            encoder,
+            output,
+            size: None,
+            frames: 0,
+        })
+    }
+
+    /// Writes one chunk of frames; on return the output holds every frame pushed so far.
+    /// All frames of a video must have the same size.
+    pub fn push_frames(&mut self, frames: &[Frame]) -> Result<()> {
+        if frames.is_empty() {
+            return Ok(());
+        }
+        for (i, frame) in frames.iter().enumerate() {
+            let size = (frame.width(), frame.height());
+            let expected = *self.size.get_or_insert(size);
+            if size != expected {
+                bail!(
+                    "frame {} is {}x{} but the video is {}x{}",
+                    self.frames + i,
+                    size.0,
+                    size.1,
+                    expected.0,
+                    expected.1
+                );
+            }
+        }
+        match &mut self.encoder {
+            Encoder::Mp4(sink) => sink.push_frames(frames),
+            Encoder::Gif(sink) => sink.push_frames(frames),
+            Encoder::Png(sink) => sink.push_frames(frames),
+        }
+        .with_context(|| format!("cannot write video {}", self.output.display()))?;
+        self.frames += frames.len();
+        Ok(())
+    }
+
+    /// Frames on disk so far.
+    pub fn frames_written(&self) -> usize {
+        self.frames
+    }
+
+    /// Ends the video and returns its path (the frame directory or pattern for PNG output).
+    pub fn finish(self) -> Result<PathBuf> {
+        if self.frames == 0 {
+            bail!("no frames were written to {}", self.output.display());
+        }
+        Ok(self.output)
+    }
+}
+
+fn parent(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}

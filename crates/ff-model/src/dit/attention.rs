@@ -1,0 +1,134 @@
+//! Self- and cross-attention of a Wan block.
+//!
+//! Projections q, k, v, o with bias; RMS norm over the full hidden size on q and k; heads of
+//! `head_dim`; RoPE on self-attention q and k. Self-attention: tokens `[batch, n, dim]` attend over
+//! the keys a [`KvContext`] supplies (or under a packed-sequence mask) and the forward returns its
+//! own post-RoPE K/V for publishing. Cross-attention: tokens attend to the prompt's K/V.
+
+use super::kv::{KvContext, LayerKv};
+use super::rope::RopeTable;
+use crate::lora::{LoraConfig, LoraLinear, RoleSelect};
+use burn::module::Module;
+use burn::nn::{Linear, LinearConfig, RmsNorm, RmsNormConfig};
+use burn::tensor::{Bool, Tensor, backend::Backend};
+use kernels_cubecl::attention;
+
+/// What a forward's self-attention reads.
+pub enum Attend<'a, B: Backend> {
+    /// Own tokens plus what the context supplies for each layer.
+    Context(&'a dyn KvContext<B>),
+    /// Own tokens only, under a token mask `[1, 1, n, n]` (packed sequences).
+    Masked(Tensor<B, 4, Bool>),
+}
+
+fn split_heads<B: Backend>(x: Tensor<B, 3>, heads: usize) -> Tensor<B, 4> {
+    let [b, n, d] = x.dims();
+    x.reshape([b, n, heads, d / heads])
+}
+
+fn merge_heads<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 3> {
+    let [b, h, n, hd] = x.dims();
+    x.swap_dims(1, 2).reshape([b, n, h * hd])
+}
+
+fn rms_norm<B: Backend>(dim: usize, eps: f64, device: &B::Device) -> RmsNorm<B> {
+    RmsNormConfig::new(dim).with_epsilon(eps).init(device)
+}
+
+/// Self-attention with role adapters on q, k, v, o.
+#[derive(Module, Debug)]
+pub struct SelfAttention<B: Backend> {
+    pub q: LoraLinear<B>,
+    pub k: LoraLinear<B>,
+    pub v: LoraLinear<B>,
+    pub o: LoraLinear<B>,
+    pub norm_q: RmsNorm<B>,
+    pub norm_k: RmsNorm<B>,
+    pub num_heads: usize,
+}
+
+impl<B: Backend> SelfAttention<B> {
+    pub fn new(dim: usize, num_heads: usize, eps: f64, device: &B::Device) -> Self {
+        let lin = || LoraLinear::new(LinearConfig::new(dim, dim).init(device));
+        Self { q: lin(), k: lin(), v: lin(), o: lin(), norm_q: rms_norm(dim, eps, device), norm_k: rms_norm(dim, eps, device), num_heads }
+    }
+
+    pub fn with_adapters(self, c: &LoraConfig) -> Self {
+        Self { q: self.q.with_adapters(c), k: self.k.with_adapters(c), v: self.v.with_adapters(c), o: self.o.with_adapters(c), ..self }
+    }
+
+    /// `x: [batch, n, dim]` → (`[batch, n, dim]`, own K/V `[batch, heads, n, head_dim]`).
+    pub fn forward(&self, x: Tensor<B, 3>, rope: &RopeTable<B>, roles: &RoleSelect<B>, attend: &Attend<B>, layer: usize) -> (Tensor<B, 3>, LayerKv<B>) {
+        let h = self.num_heads;
+        let q = self.norm_q.forward(self.q.forward(x.clone(), roles));
+        let k = self.norm_k.forward(self.k.forward(x.clone(), roles));
+        let v = self.v.forward(x, roles);
+        let q = rope.apply(split_heads(q, h)).swap_dims(1, 2);
+        let k = rope.apply(split_heads(k, h)).swap_dims(1, 2);
+        let own = LayerKv { k, v: split_heads(v, h).swap_dims(1, 2) };
+        let out = match attend {
+            Attend::Context(ctx) => {
+                let keys = ctx.keys(layer, &own);
+                attention(q, keys.kv.k, keys.kv.v, keys.mask)
+            }
+            Attend::Masked(mask) => attention(q, own.k.clone(), own.v.clone(), Some(mask.clone())),
+        };
+        (self.o.forward(merge_heads(out), roles), own)
+    }
+
+    pub fn merge(&self, role: crate::lora::Role) -> Self {
+        Self { q: self.q.merge(role), k: self.k.merge(role), v: self.v.merge(role), o: self.o.merge(role), ..self.clone() }
+    }
+}
+
+/// Cross-attention to the prompt, with role adapters on q and o.
+#[derive(Module, Debug)]
+pub struct CrossAttention<B: Backend> {
+    pub q: LoraLinear<B>,
+    pub k: Linear<B>,
+    pub v: Linear<B>,
+    pub o: LoraLinear<B>,
+    pub norm_q: RmsNorm<B>,
+    pub norm_k: RmsNorm<B>,
+    pub num_heads: usize,
+}
+
+impl<B: Backend> CrossAttention<B> {
+    pub fn new(dim: usize, num_heads: usize, eps: f64, device: &B::Device) -> Self {
+        let lin = || LinearConfig::new(dim, dim).init(device);
+        Self {
+            q: LoraLinear::new(lin()),
+            k: lin(),
+            v: lin(),
+            o: LoraLinear::new(lin()),
+            norm_q: rms_norm(dim, eps, device),
+            norm_k: rms_norm(dim, eps, device),
+            num_heads,
+        }
+    }
+
+    pub fn with_adapters(self, c: &LoraConfig) -> Self {
+        Self { q: self.q.with_adapters(c), o: self.o.with_adapters(c), ..self }
+    }
+
+    /// The prompt's K/V for this layer: `text: [batch, text_tokens, dim]` (already embedded).
+    pub fn text_kv(&self, text: Tensor<B, 3>) -> LayerKv<B> {
+        let k = self.norm_k.forward(self.k.forward(text.clone()));
+        let v = self.v.forward(text);
+        LayerKv { k: split_heads(k, self.num_heads).swap_dims(1, 2), v: split_heads(v, self.num_heads).swap_dims(1, 2) }
+    }
+
+    /// `x: [batch, n, dim]` attends to the prompt K/V (batch 1 broadcasts).
+    pub fn forward(&self, x: Tensor<B, 3>, text: &LayerKv<B>, roles: &RoleSelect<B>) -> Tensor<B, 3> {
+        let q = self.norm_q.forward(self.q.forward(x, roles));
+        let q = split_heads(q, self.num_heads).swap_dims(1, 2);
+        let [b, h, _, hd] = q.dims();
+        let nt = text.tokens();
+        let (k, v) = (text.k.clone().expand([b, h, nt, hd]), text.v.clone().expand([b, h, nt, hd]));
+        self.o.forward(merge_heads(attention(q, k, v, None)), roles)
+    }
+
+    pub fn merge(&self, role: crate::lora::Role) -> Self {
+        Self { q: self.q.merge(role), o: self.o.merge(role), ..self.clone() }
+    }
+}

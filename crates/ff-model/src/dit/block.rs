@@ -1,0 +1,114 @@
+//! One Wan2.1 DiT block and the output head.
+//!
+//! Tokens arrive as `[batch, frames, tokens_per_frame, dim]` so that the per-frame modulation
+//! (`[batch, frames, 1, dim]`, one timestep per latent frame) broadcasts without expansion.
+//! Block: norm1 (no affine) + (shift, scale) → self-attention → gate; norm3 (affine) →
+//! cross-attention; norm2 (no affine) + (shift, scale) → FFN (GELU tanh) → gate.
+//! Modulation and norms run in f32.
+
+use super::attention::{Attend, CrossAttention, SelfAttention};
+use super::embed::Mlp;
+use super::kv::LayerKv;
+use super::rope::RopeTable;
+use crate::lora::{LoraConfig, Role, RoleSelect};
+use burn::module::{Module, Param};
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::tensor::activation::gelu_approximate;
+use burn::tensor::{Distribution, Tensor, backend::Backend};
+
+/// LayerNorm without affine parameters over the last dimension.
+pub fn layer_norm<B: Backend, const D: usize>(x: Tensor<B, D>, eps: f64) -> Tensor<B, D> {
+    let (var, mean) = x.clone().var_mean_bias(D - 1);
+    (x - mean) / (var + eps).sqrt()
+}
+
+/// Splits `modulation [1, n, dim] + e [batch, frames, n or 1, dim]` into `n` tensors
+/// `[batch, frames, 1, dim]`.
+fn modulate<B: Backend>(table: &Param<Tensor<B, 3>>, e: Tensor<B, 4>) -> Vec<Tensor<B, 4>> {
+    let n = table.dims()[1];
+    (e + table.val().unsqueeze::<4>()).chunk(n, 2)
+}
+
+#[derive(Module, Debug)]
+pub struct DitBlock<B: Backend> {
+    /// `[1, 6, dim]`: shift, scale, gate of self-attention, then of the FFN.
+    pub modulation: Param<Tensor<B, 3>>,
+    pub self_attn: SelfAttention<B>,
+    pub norm3: LayerNorm<B>,
+    pub cross_attn: CrossAttention<B>,
+    pub ffn: Mlp<B>,
+    pub eps: f64,
+}
+
+impl<B: Backend> DitBlock<B> {
+    pub fn new(dim: usize, ffn_dim: usize, heads: usize, eps: f64, device: &B::Device) -> Self {
+        Self {
+            modulation: Param::from_tensor(Tensor::random([1, 6, dim], Distribution::Normal(0.0, (dim as f64).powf(-0.5)), device)),
+            self_attn: SelfAttention::new(dim, heads, eps, device),
+            norm3: LayerNormConfig::new(dim).with_epsilon(eps).init(device),
+            cross_attn: CrossAttention::new(dim, heads, eps, device),
+            ffn: Mlp::new(dim, ffn_dim, dim, device),
+            eps,
+        }
+    }
+
+    pub fn with_adapters(self, c: &LoraConfig) -> Self {
+        Self { self_attn: self.self_attn.with_adapters(c), cross_attn: self.cross_attn.with_adapters(c), ..self }
+    }
+
+    pub fn merge(&self, role: Role) -> Self {
+        Self { self_attn: self.self_attn.merge(role), cross_attn: self.cross_attn.merge(role), ..self.clone() }
+    }
+
+    /// `x: [batch, frames, t, dim]`, `e: [batch, frames, 6·dim]` → (`x'`, own K/V of this layer).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        &self,
+        x: Tensor<B, 4>,
+        e: Tensor<B, 3>,
+        rope: &RopeTable<B>,
+        roles: &RoleSelect<B>,
+        text: &LayerKv<B>,
+        attend: &Attend<B>,
+        layer: usize,
+    ) -> (Tensor<B, 4>, LayerKv<B>) {
+        let [b, f, t, dim] = x.dims();
+        let m = modulate(&self.modulation, e.reshape([b, f, 6, dim]));
+        let flat = |x: Tensor<B, 4>| x.reshape([b, f * t, dim]);
+        let frames = |x: Tensor<B, 3>| x.reshape([b, f, t, dim]);
+
+        let h = layer_norm(x.clone(), self.eps) * (m[1].clone() + 1.0) + m[0].clone();
+        let (attn, own) = self.self_attn.forward(flat(h), rope, roles, attend, layer);
+        let x = x + frames(attn) * m[2].clone();
+
+        let x = flat(x);
+        let x = x.clone() + self.cross_attn.forward(self.norm3.forward(x), text, roles);
+        let x = frames(x);
+
+        let h = layer_norm(x.clone(), self.eps) * (m[4].clone() + 1.0) + m[3].clone();
+        let ff = self.ffn.forward(h, gelu_approximate);
+        (x + ff * m[5].clone(), own)
+    }
+}
+
+/// Output head: modulation (shift, scale) from the time embedding, LayerNorm, Linear.
+#[derive(Module, Debug)]
+pub struct Head<B: Backend> {
+    /// `[1, 2, dim]`: shift, scale.
+    pub modulation: Param<Tensor<B, 3>>,
+    pub head: Linear<B>,
+    pub eps: f64,
+}
+
+impl<B: Backend> Head<B> {
+    pub fn new(dim: usize, out: usize, eps: f64, device: &B::Device) -> Self {
+        let modulation = Tensor::random([1, 2, dim], Distribution::Normal(0.0, (dim as f64).powf(-0.5)), device);
+        Self { modulation: Param::from_tensor(modulation), head: LinearConfig::new(dim, out).init(device), eps }
+    }
+
+    /// `x: [batch, frames, t, dim]`, `temb: [batch, frames, dim]` → `[batch, frames, t, out]`.
+    pub fn forward(&self, x: Tensor<B, 4>, temb: Tensor<B, 3>) -> Tensor<B, 4> {
+        let m = modulate(&self.modulation, temb.unsqueeze_dim(2));
+        self.head.forward(layer_norm(x, self.eps) * (m[1].clone() + 1.0) + m[0].clone())
+    }
+}

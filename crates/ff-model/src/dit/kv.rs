@@ -1,0 +1,105 @@
+//! Attention state a forward reads and publishes.
+//!
+//! * [`LayerKv`]: self-attention keys/values of one layer, `[batch, heads, tokens, head_dim]`,
+//!   keys after RoPE (absolute latent positions are baked in, so entries stay valid for readers).
+//! * [`ChunkKv`]: what one forward publishes, a [`LayerKv`] per layer.
+//! * [`KvContext`]: what the self-attention of one forward reads besides its own tokens. The
+//!   attention context is a parameter of the forward, never a different model.
+//! * [`TextContext`]: the prompt's cross-attention K/V per layer, computed once per prompt.
+
+use burn::tensor::{Bool, Tensor, backend::Backend};
+
+/// Keys and values of one layer: `[batch, heads, tokens, head_dim]`.
+#[derive(Clone, Debug)]
+pub struct LayerKv<B: Backend> {
+    pub k: Tensor<B, 4>,
+    pub v: Tensor<B, 4>,
+}
+
+impl<B: Backend> LayerKv<B> {
+    pub fn tokens(&self) -> usize {
+        self.k.dims()[2]
+    }
+
+    /// Concatenates along tokens.
+    pub fn cat(parts: Vec<LayerKv<B>>) -> Self {
+        let (k, v): (Vec<_>, Vec<_>) = parts.into_iter().map(|p| (p.k, p.v)).unzip();
+        Self { k: Tensor::cat(k, 2), v: Tensor::cat(v, 2) }
+    }
+}
+
+/// Per-layer self-attention K/V published by one forward.
+#[derive(Clone, Debug)]
+pub struct ChunkKv<B: Backend> {
+    pub layers: Vec<LayerKv<B>>,
+}
+
+impl<B: Backend> ChunkKv<B> {
+    /// Tokens per layer.
+    pub fn tokens(&self) -> usize {
+        self.layers.first().map_or(0, LayerKv::tokens)
+    }
+
+    /// Bytes held by all layers' keys and values.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|l| 2 * l.k.shape().num_elements() * l.k.dtype().size())
+            .sum()
+    }
+
+    /// Concatenates several published entries along tokens, layer by layer.
+    pub fn cat(parts: &[&ChunkKv<B>]) -> Self {
+        let layers = parts.first().map_or(0, |p| p.layers.len());
+        let layers = (0..layers).map(|l| LayerKv::cat(parts.iter().map(|p| p.layers[l].clone()).collect())).collect();
+        Self { layers }
+    }
+}
+
+/// The key/value set one layer attends over, with an optional mask
+/// `[batch or 1, heads or 1, query_tokens, key_tokens]` (true = masked out).
+pub struct Keys<B: Backend> {
+    pub kv: LayerKv<B>,
+    pub mask: Option<Tensor<B, 4, Bool>>,
+}
+
+/// What a forward's self-attention reads. `own` is the forward's own post-RoPE K/V of `layer`;
+/// the context returns the full key set to attend over (attention is permutation-invariant over
+/// keys, positions live in the keys themselves).
+pub trait KvContext<B: Backend> {
+    fn keys(&self, layer: usize, own: &LayerKv<B>) -> Keys<B>;
+}
+
+/// An ordered list of published segments (e.g. anchor window, then history), concatenated once
+/// per layer with the forward's own K/V last. No segments: the forward attends to itself only.
+pub struct SegmentContext<'a, B: Backend> {
+    pub segments: Vec<&'a ChunkKv<B>>,
+}
+
+impl<'a, B: Backend> SegmentContext<'a, B> {
+    pub fn new(segments: Vec<&'a ChunkKv<B>>) -> Self {
+        Self { segments }
+    }
+    pub fn empty() -> Self {
+        Self { segments: Vec::new() }
+    }
+}
+
+impl<B: Backend> KvContext<B> for SegmentContext<'_, B> {
+    fn keys(&self, layer: usize, own: &LayerKv<B>) -> Keys<B> {
+        let kv = if self.segments.is_empty() {
+            own.clone()
+        } else {
+            let mut parts: Vec<LayerKv<B>> = self.segments.iter().map(|s| s.layers[layer].clone()).collect();
+            parts.push(own.clone());
+            LayerKv::cat(parts)
+        };
+        Keys { kv, mask: None }
+    }
+}
+
+/// The prompt's cross-attention K/V, one [`LayerKv`] per layer (`[batch, heads, text_tokens, head_dim]`).
+#[derive(Clone, Debug)]
+pub struct TextContext<B: Backend> {
+    pub layers: Vec<LayerKv<B>>,
+}

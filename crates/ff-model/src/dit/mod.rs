@@ -1,0 +1,26 @@
+//! The Wan2.1 T2V diffusion transformer: one model for every role and schedule. Which K/V a
+//! forward reads is a parameter ([`KvContext`] or a packed [`SegmentMask`]), never a fork of the
+//! model.
+
+mod attention;
+mod block;
+mod config;
+mod embed;
+mod kv;
+mod layout;
+mod load;
+mod model;
+mod rope;
+#[cfg(test)]
+mod tests;
+
+pub use attention::{CrossAttention, SelfAttention};
+pub use block::{DitBlock, Head};
+pub use config::DitConfig;
+pub use embed::{Mlp, PatchEmbed, sinusoidal};
+pub use kv::{ChunkKv, Keys, KvContext, LayerKv, SegmentContext, TextContext};
+pub use layout::{FrameLayout, SegmentMask};
+pub use load::{DIT_KEY_RULES, dit_key_remap};
+pub use model::{ChunkOutput, WanDit};
+pub use rope::{Rope, RopeTable};
+pub use crate::lora::Role;

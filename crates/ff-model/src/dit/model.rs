@@ -1,0 +1,249 @@
+//! [`WanDit`]: the Wan2.1 T2V DiT with its forwards.
+//!
+//! Shapes: latents `[batch, C_in, frames, height, width]`; tokens `[batch, frames·t, dim]` with
+//! `t = (height/ph)·(width/pw)` per latent frame (`pt = 1`); timesteps one per batch element and
+//! latent frame on the 1000 scale; prediction `[batch, C_out, frames, height, width]`.
+//!
+//! * [`WanDit::forward_chunk`]: one chunk over a [`KvContext`] (published K/V segments), returning
+//!   the prediction and the chunk's own per-layer K/V, ready to publish.
+//! * [`WanDit::forward_packed`]: frames of several roles/positions/timesteps in one sequence under
+//!   a frame-level [`SegmentMask`] (differentiable; the packed SFT layout).
+//! * [`WanDit::forward`]: a whole clip at positions `0..frames` (the reference model's forward).
+
+use super::attention::Attend;
+use super::block::{DitBlock, Head};
+use super::config::DitConfig;
+use super::embed::{Mlp, PatchEmbed, timestep_features};
+use super::kv::{ChunkKv, KvContext, SegmentContext, TextContext};
+use super::layout::{FrameLayout, SegmentMask};
+use super::rope::Rope;
+use crate::error::{ModelError, Result};
+use crate::lora::{LoraConfig, Role, RoleSelect};
+use burn::module::{Module, Param};
+use burn::nn::Linear;
+use burn::nn::LinearConfig;
+use burn::tensor::activation::{gelu_approximate, silu};
+use burn::tensor::{Int, Tensor, backend::Backend};
+
+/// The Wan2.1 text-to-video diffusion transformer, with optional planner/renderer roles.
+#[derive(Module, Debug)]
+pub struct WanDit<B: Backend> {
+    pub patch_embedding: PatchEmbed<B>,
+    pub text_embedding: Mlp<B>,
+    pub time_embedding: Mlp<B>,
+    pub time_projection: Linear<B>,
+    pub blocks: Vec<DitBlock<B>>,
+    pub head: Head<B>,
+    /// `[2, dim]` role vectors (planner, renderer) added to the time embedding; absent on a plain model.
+    pub role_embedding: Option<Param<Tensor<B, 2>>>,
+    #[module(skip)]
+    pub config: DitConfig,
+}
+
+/// Prediction and published K/V of a chunk forward.
+pub struct ChunkOutput<B: Backend> {
+    pub prediction: Tensor<B, 5>,
+    pub kv: ChunkKv<B>,
+}
+
+impl DitConfig {
+    /// A model with random weights (Burn's default initialisers; modulation tables `N(0, 1/dim)` as Wan).
+    pub fn init<B: Backend>(&self, device: &B::Device) -> WanDit<B> {
+        let d = self.dim;
+        WanDit {
+            patch_embedding: PatchEmbed::new(self.in_channels, d, self.patch_size, device),
+            text_embedding: Mlp::new(self.text_dim, d, d, device),
+            time_embedding: Mlp::new(self.freq_dim, d, d, device),
+            time_projection: LinearConfig::new(d, 6 * d).init(device),
+            blocks: (0..self.num_layers).map(|_| DitBlock::new(d, self.ffn_dim, self.num_heads, self.eps, device)).collect(),
+            head: Head::new(d, self.patch_out(), self.eps, device),
+            role_embedding: None,
+            config: self.clone(),
+        }
+        .materialized()
+    }
+}
+
+/// Forces Burn's lazily initialised parameters, so that clones of a fresh model (one per
+/// worker, a merged copy) share its weights instead of drawing their own.
+struct Materialize;
+
+impl<B: Backend> burn::module::ModuleVisitor<B> for Materialize {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let _ = param.val();
+    }
+}
+
+impl<B: Backend> WanDit<B> {
+    pub fn config(&self) -> &DitConfig {
+        &self.config
+    }
+
+    pub fn device(&self) -> B::Device {
+        self.time_projection.weight.device()
+    }
+
+    /// Adds the planner/renderer roles: zero role vectors and fresh adapters (`B = 0`), so the
+    /// roles start as the plain backbone.
+    pub fn with_roles(self, lora: &LoraConfig) -> Self {
+        let device = self.device();
+        Self {
+            blocks: self.blocks.into_iter().map(|b| b.with_adapters(lora)).collect(),
+            role_embedding: Some(Param::from_tensor(Tensor::zeros([Role::ADAPTED.len(), self.config.dim], &device))),
+            ..self
+        }
+        .materialized()
+    }
+
+    fn materialized(self) -> Self {
+        self.visit(&mut Materialize);
+        self
+    }
+
+    /// A plain model (no roles) whose `Role::Base` forward equals this model's forward as `role`:
+    /// adapters folded into the projections, the role vector into the time-embedding bias.
+    pub fn merge(&self, role: Role) -> Self {
+        let mut time_embedding = self.time_embedding.clone();
+        if let (Some(table), Some(i)) = (&self.role_embedding, role.index()) {
+            let r = table.val().narrow(0, i, 1).squeeze_dim::<1>(0);
+            let bias = match &time_embedding.fc2.bias {
+                Some(b) => b.val() + r,
+                None => r,
+            };
+            time_embedding.fc2.bias = Some(Param::from_tensor(bias));
+        }
+        Self {
+            time_embedding,
+            blocks: self.blocks.iter().map(|b| b.merge(role)).collect(),
+            role_embedding: None,
+            ..self.clone()
+        }
+    }
+
+    /// Embeds a prompt once: `context [batch, text_tokens, text_dim]` → per-layer cross K/V.
+    pub fn text_context(&self, context: Tensor<B, 3>) -> TextContext<B> {
+        let text = self.text_embedding.forward(context, gelu_approximate);
+        TextContext { layers: self.blocks.iter().map(|b| b.cross_attn.text_kv(text.clone())).collect() }
+    }
+
+    /// One chunk over published K/V; see the module docs for shapes.
+    pub fn forward_chunk(
+        &self,
+        latents: Tensor<B, 5>,
+        timesteps: &[Vec<f64>],
+        layout: &FrameLayout,
+        text: &TextContext<B>,
+        ctx: &dyn KvContext<B>,
+    ) -> Result<ChunkOutput<B>> {
+        let (prediction, kv) = self.run(latents, timesteps, layout, text, Attend::Context(ctx), true)?;
+        Ok(ChunkOutput { prediction, kv: ChunkKv { layers: kv } })
+    }
+
+    /// Several frames in one sequence under frame-level attention rules (differentiable).
+    pub fn forward_packed(
+        &self,
+        latents: Tensor<B, 5>,
+        timesteps: &[Vec<f64>],
+        layout: &FrameLayout,
+        text: &TextContext<B>,
+        mask: &SegmentMask,
+    ) -> Result<Tensor<B, 5>> {
+        if mask.frames() != layout.len() {
+            return Err(ModelError::Input(format!("mask covers {} frames, layout {}", mask.frames(), layout.len())));
+        }
+        let [_, _, _, h, w] = latents.dims();
+        let [_, ph, pw] = self.config.patch_size;
+        let mask = mask.to_tokens(h / ph * (w / pw), &self.device());
+        Ok(self.run(latents, timesteps, layout, text, Attend::Masked(mask), false)?.0)
+    }
+
+    /// A whole clip at positions `0..frames` with full attention (the reference forward).
+    pub fn forward(&self, latents: Tensor<B, 5>, timesteps: &[Vec<f64>], text: &TextContext<B>, role: Role) -> Result<Tensor<B, 5>> {
+        let frames = latents.dims()[2] / self.config.patch_size[0];
+        let layout = FrameLayout::chunk(0, frames, role);
+        Ok(self.run(latents, timesteps, &layout, text, Attend::Context(&SegmentContext::empty()), false)?.0)
+    }
+
+    fn check_inputs(&self, dims: [usize; 5], timesteps: &[Vec<f64>], layout: &FrameLayout) -> Result<()> {
+        let [b, c, f, h, w] = dims;
+        let [pt, ph, pw] = self.config.patch_size;
+        if c != self.config.in_channels {
+            return Err(ModelError::Input(format!("latents have {c} channels, the model takes {}", self.config.in_channels)));
+        }
+        if f % pt != 0 || h % ph != 0 || w % pw != 0 {
+            return Err(ModelError::Input(format!("latent shape {f}×{h}×{w} is not divisible by the patch {:?}", self.config.patch_size)));
+        }
+        if layout.len() != f / pt {
+            return Err(ModelError::Input(format!("layout has {} frames, latents {}", layout.len(), f / pt)));
+        }
+        if timesteps.len() != b || timesteps.iter().any(|t| t.len() != f / pt) {
+            return Err(ModelError::Input(format!("timesteps must be [{b}][{}] (batch × latent frames)", f / pt)));
+        }
+        if self.role_embedding.is_none() && layout.roles.iter().any(|r| *r != Role::Base) {
+            return Err(ModelError::Input("a plain model runs Role::Base only: add roles with `with_roles` or `merge`".into()));
+        }
+        Ok(())
+    }
+
+    fn run(
+        &self,
+        latents: Tensor<B, 5>,
+        timesteps: &[Vec<f64>],
+        layout: &FrameLayout,
+        text: &TextContext<B>,
+        attend: Attend<B>,
+        publish: bool,
+    ) -> Result<(Tensor<B, 5>, Vec<super::kv::LayerKv<B>>)> {
+        let dims = latents.dims();
+        self.check_inputs(dims, timesteps, layout)?;
+        let [b, _, f, h, w] = dims;
+        let [pt, ph, pw] = self.config.patch_size;
+        let (fp, hp, wp) = (f / pt, h / ph, w / pw);
+        let device = self.device();
+        let rope = Rope::new(self.config.head_dim(), self.config.rope_theta, self.config.rope_max_positions)
+            .table::<B>(&layout.positions, hp, wp, &device)?;
+        let roles = RoleSelect::from_frames(&layout.roles, hp * wp, &device);
+
+        let sin = timestep_features::<B>(timesteps, self.config.freq_dim, &device);
+        let mut temb = self.time_embedding.forward(sin, silu);
+        if let Some(table) = &self.role_embedding {
+            temb = temb + self.role_vectors(table, &layout.roles).unsqueeze_dim(0);
+        }
+        let e = self.time_projection.forward(silu(temb.clone()));
+
+        let dim = self.config.dim;
+        let mut x = self.patch_embedding.forward(latents).reshape([b, fp, hp * wp, dim]);
+        let mut published = Vec::with_capacity(if publish { self.blocks.len() } else { 0 });
+        for (layer, block) in self.blocks.iter().enumerate() {
+            let (y, own) = block.forward(x, e.clone(), &rope, &roles, &text.layers[layer], &attend, layer);
+            x = y;
+            if publish {
+                published.push(own);
+            }
+        }
+        let out = self.head.forward(x, temb);
+        Ok((self.unpatchify(out, [fp, hp, wp]), published))
+    }
+
+    /// `[frames, dim]` role vector of each frame (zero for `Role::Base`).
+    fn role_vectors(&self, table: &Param<Tensor<B, 2>>, roles: &[Role]) -> Tensor<B, 2> {
+        let device = self.device();
+        let zero_row = Role::ADAPTED.len() as i64;
+        let idx: Vec<i64> = roles.iter().map(|r| r.index().map_or(zero_row, |i| i as i64)).collect();
+        let padded = Tensor::cat(vec![table.val(), Tensor::zeros([1, self.config.dim], &device)], 0);
+        padded.select(0, Tensor::<B, 1, Int>::from_ints(idx.as_slice(), &device))
+    }
+
+    /// `[batch, frames, t, pt·ph·pw·C]` → `[batch, C, frames·pt, hp·ph, wp·pw]`.
+    fn unpatchify(&self, x: Tensor<B, 4>, [fp, hp, wp]: [usize; 3]) -> Tensor<B, 5> {
+        let b = x.dims()[0];
+        let [pt, ph, pw] = self.config.patch_size;
+        let c = self.config.out_channels;
+        // NdArray handles up to 6 dimensions: scatter the patches in two permutes.
+        x.reshape([b, fp * hp * wp, pt * ph * pw, c])
+            .permute([0, 3, 1, 2])
+            .reshape([b * c * fp, hp, wp, pt, ph, pw])
+            .permute([0, 3, 1, 4, 2, 5])
+            .reshape([b, c, fp * pt, hp * ph, wp * pw])
+    }
+}

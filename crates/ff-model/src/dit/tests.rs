@@ -1,0 +1,149 @@
+//! Invariants of the DiT forwards on a random tiny model.
+
+use super::*;
+use crate::lora::LoraConfig;
+use burn::backend::{Autodiff, NdArray};
+use burn::module::Param;
+use burn::tensor::{Distribution, Tensor, backend::Backend};
+
+type B = NdArray;
+
+fn max_abs<const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> f32 {
+    (a - b).abs().max().into_scalar()
+}
+
+fn random<Bk: Backend, const D: usize>(shape: [usize; D], device: &Bk::Device) -> Tensor<Bk, D> {
+    Tensor::random(shape, Distribution::Normal(0.0, 1.0), device)
+}
+
+/// Gives every adapter a non-zero `B` and every role a non-zero vector.
+fn perturb_roles<Bk: Backend>(mut m: WanDit<Bk>) -> WanDit<Bk> {
+    let device = m.device();
+    let bump = |p: &Param<Tensor<Bk, 2>>| Param::from_tensor(random::<Bk, 2>(p.dims(), &device) * 0.05);
+    m.role_embedding = m.role_embedding.as_ref().map(|t| Param::from_tensor(random::<Bk, 2>(t.dims(), &device) * 0.5));
+    for b in &mut m.blocks {
+        for lin in [&mut b.self_attn.q, &mut b.self_attn.k, &mut b.self_attn.v, &mut b.self_attn.o, &mut b.cross_attn.q, &mut b.cross_attn.o] {
+            for a in &mut lin.adapters {
+                a.b = bump(&a.b);
+            }
+        }
+    }
+    m
+}
+
+/// Three chunks of three frames, at different stages: packed under a block-causal chunk mask
+/// equals chunk forwards run in order over the K/V the earlier ones published.
+fn packed_equals_chunked<Bk: Backend>(device: &Bk::Device) -> f32 {
+    let model = perturb_roles(DitConfig::tiny().init::<Bk>(device).with_roles(&LoraConfig::new(4)));
+    let text = model.text_context(random::<Bk, 3>([1, 7, 24], device));
+    let (chunks, f, h, w) = (3, 3, 4, 6);
+    let latents = random::<Bk, 5>([1, 16, chunks * f, h, w], device);
+    let timesteps: Vec<f64> = vec![999.0, 999.0, 999.0, 937.0, 937.0, 937.0, 624.0, 624.0, 624.0];
+    let layout = FrameLayout::chunk(6, chunks * f, Role::Renderer);
+    let mask = SegmentMask::block_causal(chunks * f, f);
+    let packed = model.forward_packed(latents.clone(), &[timesteps.clone()], &layout, &text, &mask).unwrap();
+
+    let mut published: Vec<ChunkKv<Bk>> = Vec::new();
+    let mut outs = Vec::new();
+    for i in 0..chunks {
+        let ctx = SegmentContext::new(published.iter().collect());
+        let chunk = latents.clone().narrow(2, i * f, f);
+        let out = model
+            .forward_chunk(chunk, &[timesteps[i * f..(i + 1) * f].to_vec()], &FrameLayout::chunk(6 + i * f, f, Role::Renderer), &text, &ctx)
+            .unwrap();
+        assert_eq!(out.kv.tokens(), f * (h / 2) * (w / 2));
+        outs.push(out.prediction);
+        published.push(out.kv);
+    }
+    let chunked = Tensor::cat(outs, 2);
+    (packed - chunked).abs().max().into_scalar().elem()
+}
+
+use burn::tensor::ElementConversion;
+
+#[test]
+fn packed_forward_equals_chunk_forwards_over_published_kv() {
+    assert!(packed_equals_chunked::<B>(&Default::default()) <= 1e-5);
+}
+
+#[test]
+fn packed_forward_is_differentiable() {
+    let device = Default::default();
+    assert!(packed_equals_chunked::<Autodiff<B>>(&device) <= 1e-5);
+    let model = DitConfig::tiny().init::<Autodiff<B>>(&device).with_roles(&LoraConfig::new(2));
+    let text = model.text_context(random::<Autodiff<B>, 3>([1, 5, 24], &device));
+    let x = random::<Autodiff<B>, 5>([1, 16, 4, 4, 4], &device).require_grad();
+    let layout = FrameLayout { positions: vec![0, 10, 3, 4], roles: vec![Role::Planner, Role::Planner, Role::Renderer, Role::Renderer] };
+    let mask = SegmentMask::new(4).allow(0..2, 0..2).allow(2..4, 0..4);
+    let y = model.forward_packed(x.clone(), &[vec![0.0, 0.0, 833.0, 833.0]], &layout, &text, &mask).unwrap();
+    let grads = y.powi_scalar(2).sum().backward();
+    let adapter_b = &model.blocks[0].self_attn.q.adapters[1].b;
+    assert!(x.grad(&grads).is_some());
+    assert!(adapter_b.val().grad(&grads).is_some(), "renderer adapters receive gradients");
+}
+
+#[test]
+fn merged_role_model_equals_adapter_forward() {
+    let device = Default::default();
+    let model = perturb_roles(DitConfig::tiny().init::<B>(&device).with_roles(&LoraConfig::new(4).with_alpha(8.0)));
+    let text_in = random::<B, 3>([1, 6, 24], &device);
+    let latents = random::<B, 5>([1, 16, 3, 4, 4], &device);
+    let ts = [vec![937.0, 937.0, 937.0]];
+    for role in [Role::Planner, Role::Renderer] {
+        let with_adapters = model.forward(latents.clone(), &ts, &model.text_context(text_in.clone()), role).unwrap();
+        let merged = model.merge(role);
+        assert!(merged.role_embedding.is_none() && merged.blocks[0].self_attn.q.adapters.is_empty());
+        let plain = merged.forward(latents.clone(), &ts, &merged.text_context(text_in.clone()), Role::Base).unwrap();
+        let base = model.forward(latents.clone(), &ts, &model.text_context(text_in.clone()), Role::Base).unwrap();
+        assert!(max_abs(with_adapters.clone(), plain) <= 1e-5, "{role:?}");
+        assert!(max_abs(with_adapters, base) > 1e-3, "{role:?} adapters change the output");
+    }
+}
+
+#[test]
+fn fresh_roles_start_as_the_backbone() {
+    let device = Default::default();
+    let plain = DitConfig::tiny().init::<B>(&device);
+    let roles = plain.clone().with_roles(&LoraConfig::new(4));
+    let text = plain.text_context(random::<B, 3>([1, 6, 24], &device));
+    let latents = random::<B, 5>([1, 16, 2, 4, 4], &device);
+    let ts = [vec![500.0, 500.0]];
+    let a = plain.forward(latents.clone(), &ts, &text, Role::Base).unwrap();
+    let b = roles.forward(latents, &ts, &text, Role::Planner).unwrap();
+    let d = max_abs(a, b);
+    assert!(d == 0.0, "{d}");
+}
+
+#[test]
+fn context_changes_the_chunk_and_positions_are_absolute() {
+    // A chunk reading one published segment differs from the same chunk alone; shifting every
+    // position by the same offset (chunk and context together) leaves the output unchanged.
+    let device = Default::default();
+    let model = DitConfig::tiny().init::<B>(&device);
+    let text = model.text_context(random::<B, 3>([1, 6, 24], &device));
+    let (a, b) = (random::<B, 5>([1, 16, 3, 4, 4], &device), random::<B, 5>([1, 16, 3, 4, 4], &device));
+    let ts = [vec![624.0; 3]];
+    let run = |start: usize| {
+        let first = model.forward_chunk(a.clone(), &ts, &FrameLayout::chunk(start, 3, Role::Base), &text, &SegmentContext::empty()).unwrap();
+        let ctx = SegmentContext::new(vec![&first.kv]);
+        model.forward_chunk(b.clone(), &ts, &FrameLayout::chunk(start + 3, 3, Role::Base), &text, &ctx).unwrap().prediction
+    };
+    let alone = model.forward_chunk(b.clone(), &ts, &FrameLayout::chunk(3, 3, Role::Base), &text, &SegmentContext::empty()).unwrap();
+    assert!(max_abs(run(0), alone.prediction) > 1e-3);
+    assert!(max_abs(run(0), run(40)) <= 1e-4);
+}
+
+#[test]
+fn bad_inputs_are_errors() {
+    let device = Default::default();
+    let model = DitConfig::tiny().init::<B>(&device);
+    let text = model.text_context(random::<B, 3>([1, 6, 24], &device));
+    let x = random::<B, 5>([1, 16, 3, 4, 4], &device);
+    let ctx = SegmentContext::empty();
+    let far = model.forward_chunk(x.clone(), &[vec![0.0; 3]], &FrameLayout::chunk(1022, 3, Role::Base), &text, &ctx);
+    assert!(far.err().unwrap().to_string().contains("past the table"));
+    let wrong_t = model.forward_chunk(x.clone(), &[vec![0.0; 2]], &FrameLayout::chunk(0, 3, Role::Base), &text, &ctx);
+    assert!(wrong_t.is_err());
+    let role_on_plain = model.forward_chunk(x, &[vec![0.0; 3]], &FrameLayout::chunk(0, 3, Role::Planner), &text, &ctx);
+    assert!(role_on_plain.err().unwrap().to_string().contains("with_roles"));
+}
