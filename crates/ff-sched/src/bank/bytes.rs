@@ -10,6 +10,7 @@
 
 use crate::schedule::{Graph, KvKey, NodeKind};
 use crate::sim::Placement;
+use ff_model::dit::DitConfig;
 
 /// Sizes of one latent frame's K/V.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +24,12 @@ pub struct KvDims {
 }
 
 impl KvDims {
+    /// Dimensions of `config`'s K/V for latent frames of `height × width`.
+    pub fn from_dit(config: &DitConfig, height: usize, width: usize, dtype_bytes: usize) -> Self {
+        let [_, ph, pw] = config.patch_size;
+        Self { layers: config.num_layers, dim: config.dim, tokens_per_frame: (height / ph) * (width / pw), dtype_bytes }
+    }
+
     /// Keys and values of all layers for one latent frame.
     pub fn frame_bytes(&self) -> usize {
         2 * self.layers * self.dim * self.tokens_per_frame * self.dtype_bytes

@@ -16,11 +16,11 @@
 //! Noise is drawn per (frame position, level) from a counter-based stream ([`NoiseSpec`]), so
 //! every executor produces bit-identical latents to serial.
 
-//mod dit;
+mod dit;
 mod noise;
 mod worker;
 
-//pub use dit::DitRunner;
+pub use dit::DitRunner;
 pub use noise::NoiseSpec;
 
 use crate::bank::{Entry, WorkerBanks, bank_plan};
@@ -105,5 +105,7 @@ pub fn execute<R: Runner>(graph: &Graph, placement: &Placement, runners: Vec<R>)
     })
 }
 
+#[cfg(test)]
+mod dit_tests;
 #[cfg(test)]
 mod tests;
