@@ -19,7 +19,7 @@ pub(super) fn split(n: usize, size: usize) -> Vec<Range<usize>> {
 /// Windows of 3 consecutive anchor indices sharing endpoints; see the contract docs.
 pub(super) fn windows(anchors: usize) -> Vec<Range<usize>> {
     if anchors < 3 {
-        return vec![0..anchors];
+        return std::iter::once(0..anchors).collect();
     }
     let mut w: Vec<Range<usize>> = (0..).map(|j| 2 * j..2 * j + 3).take_while(|r| r.end <= anchors).collect();
     if w.last().is_some_and(|r| r.end < anchors) {

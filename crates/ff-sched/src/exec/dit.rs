@@ -103,7 +103,7 @@ impl<B: Backend> Runner for DitRunner<B> {
         let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
         let ctx = SegmentContext::new(reads.to_vec());
         let out = model
-            .forward_chunk(x.clone(), &[node.timesteps.clone()], &layout, text, &ctx)
+            .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, text, &ctx)
             .map_err(|source| SchedError::Model { node: node.id, source })?;
         let x0 = FlowMatch::x0_from_v(x, out.prediction, sigma);
         let kvs = match node.publishes.first() {
