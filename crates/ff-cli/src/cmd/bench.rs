@@ -51,7 +51,8 @@ pub struct Args {
     pub json: bool,
 }
 
-fn preset(name: &str) -> anyhow::Result<DitConfig> {
+/// A DiT preset by name.
+pub fn preset(name: &str) -> anyhow::Result<DitConfig> {
     Ok(match name {
         "tiny" => DitConfig::tiny(),
         "small" => DitConfig::small(),

@@ -1,5 +1,7 @@
 //! `flashforward plan`: forward counts and rounds of a schedule's generation graph.
 
+use ff_sched::bank::{KvDims, bank_plan};
+use ff_sched::sim::Placement;
 use ff_sched::{Contract, ContractConfig, Graph, ScheduleKind};
 use std::process::ExitCode;
 
@@ -54,16 +56,40 @@ pub struct Args {
     pub schedule: ScheduleKind,
     #[command(flatten)]
     pub contract: ContractArgs,
+    /// Also report K/V bank bytes per device for this model preset (tiny, small, 1.3b, 14b).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Latent height and width for the bank bytes (480p: 60 × 104).
+    #[arg(long, default_value_t = 60)]
+    pub height: usize,
+    #[arg(long, default_value_t = 104)]
+    pub width: usize,
+    /// Bytes per K/V element (2: bf16, 4: f32).
+    #[arg(long, default_value_t = 2)]
+    pub dtype_bytes: usize,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Bank bytes per worker of the wavefront and streaming placements.
+fn bank_report(args: &Args, graph: &Graph, preset: &str) -> anyhow::Result<serde_json::Value> {
+    let dims = KvDims::from_dit(&super::bench::preset(preset)?, args.height, args.width, args.dtype_bytes);
+    let per_worker = |p: Placement| -> Vec<usize> { bank_plan(graph, &p).iter().map(|w| w.bytes(&dims)).collect() };
+    let stages = graph.contract.stages();
+    Ok(serde_json::json!({
+        "model": preset,
+        "frame_bytes": dims.frame_bytes(),
+        "wavefront": per_worker(Placement::wavefront(stages)),
+        "streaming": per_worker(Placement::streaming(stages)),
+    }))
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let graph = args.contract.graph(args.schedule)?;
     let c = &graph.contract;
     let counts = graph.counts();
-    let report = serde_json::json!({
+    let mut report = serde_json::json!({
         "schedule": graph.schedule.name(),
         "latents": c.config.latents,
         "stages": c.stages(),
@@ -77,6 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "renderer_forwards": counts.renderer_forwards,
         "rounds": ff_sched::sim::rounds(&graph),
     });
+    if let Some(preset) = &args.model {
+        report["bank_bytes_per_device"] = bank_report(&args, &graph, preset)?;
+    }
     if args.json {
         println!("{report}");
     } else {

@@ -3,9 +3,10 @@
 //! A worker holds the banks its nodes read or publish. History banks hold `graph.history_capacity`
 //! chunks each (FlashForward: H per stage; baselines: what fits in W_ctx). Anchor slots: a worker
 //! that runs the planner *and* renders (the shared prologue of the paper's 4-device setup) keeps
-//! the whole plan, `M = |P|` anchors (≈ L/Δ frames); any other worker keeps a ring of
-//! `max(planner_context + B_P, B_P + 2)` anchors, enough for the planner's context plus its block
-//! and for a renderer's window plus the block that completes it. Every count except the shared
+//! the whole plan, `M = |P|` anchors (≈ L/Δ frames); a planner-only worker keeps a ring of
+//! `planner_context + B_P` anchors (its context plus the block it publishes); a renderer-only
+//! worker keeps `B_P + 2` (its 3-anchor window plus the rest of the block that completes it: it
+//! pulls anchor blocks in order, only when a window needs them). Every count except the shared
 //! prologue's anchor plan is independent of L.
 
 use crate::schedule::{Graph, KvKey, NodeKind};
@@ -65,10 +66,11 @@ pub fn bank_plan(graph: &Graph, placement: &Placement) -> Vec<WorkerBanks> {
             let uses_anchors = keys().any(|k| matches!(k, KvKey::Anchor(_)));
             let plans = nodes.iter().any(|n| n.kind.is_planner());
             let renders = nodes.iter().any(|n| n.kind == NodeKind::Render);
-            let anchor_slots = match (uses_anchors, plans && renders) {
-                (false, _) => 0,
-                (true, true) => m,
-                (true, false) => m.min((c.config.planner_context + bp).max(bp + 2)),
+            let anchor_slots = match (uses_anchors, plans, renders) {
+                (false, ..) => 0,
+                (true, true, true) => m,
+                (true, true, false) => m.min(c.config.planner_context + bp),
+                (true, false, _) => m.min(bp + 2),
             };
             let mut history_banks: Vec<usize> = keys()
                 .filter_map(|k| match k {

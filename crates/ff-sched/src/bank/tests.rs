@@ -38,3 +38,23 @@ fn anchor_bank_reports_unpublished_entries() {
     assert_eq!(err.to_string(), "anchor bank: entry 1 read before it was published");
     assert!(AnchorBank::<Frames>::new(0).publish(0, Frames(1)).is_err());
 }
+
+#[test]
+fn bank_plan_does_not_grow_with_length_off_the_shared_prologue() {
+    use crate::contract::{Contract, ContractConfig};
+    use crate::schedule::ScheduleKind;
+    use crate::sim::Placement;
+    let plan = |latents, p| {
+        let g = ScheduleKind::FlashForward.build(&Contract::new(ContractConfig::new(latents)).unwrap()).unwrap();
+        bank_plan(&g, &p).into_iter().map(|w| (w.anchor_slots, w.frames)).collect::<Vec<_>>()
+    };
+    let streaming = plan(261, Placement::streaming(4));
+    assert_eq!(streaming, plan(1001, Placement::streaming(4)));
+    // renderer: window + rest of a block (5 anchors) + 5 chunks × 3; planner: 18 + 3 anchors
+    assert_eq!(streaming, vec![(5, 20), (5, 20), (5, 20), (5, 20), (21, 21)]);
+    let wavefront = plan(261, Placement::wavefront(4));
+    assert_eq!(wavefront[1..], plan(1001, Placement::wavefront(4))[1..]);
+    assert_eq!(wavefront[0], (27, 27 + 15)); // the shared prologue keeps the whole plan
+    let dims = KvDims { layers: 30, dim: 1536, tokens_per_frame: 30 * 52, dtype_bytes: 2 };
+    assert_eq!(dims.frame_bytes(), 2 * 30 * 1536 * 1560 * 2);
+}

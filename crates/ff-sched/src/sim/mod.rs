@@ -2,8 +2,10 @@
 //!
 //! Model (also in docs/BENCHMARKS.md): every worker is one device and runs its nodes one at a
 //! time, **in node-id order** (the same order the executors use); a node starts when its worker is
-//! free and all its dependencies have finished; a forward costs a fixed time (renderer and planner
-//! forwards of equal block size cost the same, paper A.1); communication (latents between stage
+//! free and all its dependencies have finished; a forward over `f` latent frames costs
+//! `C·f/B_R` (linear in tokens: block-sized renderer, planner and re-encode forwards cost `C`,
+//! paper A.1; a whole-clip bidirectional forward costs `C·L/B_R`, attention's quadratic term is
+//! ignored); communication (latents between stage
 //! workers, anchor broadcast) is free and overlaps compute; role-weight swaps and context
 //! parallelism of the baselines are not modelled. Renderer-stage nodes of stage k go to worker
 //! `k mod stage_workers`. Planner nodes either share worker 0 before rendering (the paper's
@@ -92,7 +94,7 @@ pub fn rounds(graph: &Graph) -> usize {
 /// Cost model of [`simulate`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostModel {
-    /// Seconds of one block-sized forward.
+    /// Seconds of one forward over `B_R` latent frames.
     pub forward_seconds: f64,
     /// Dedicated planner devices (0: the planner shares the stage devices).
     pub planner_devices: usize,
@@ -121,8 +123,12 @@ pub fn simulate(graph: &Graph, devices: usize, cost: CostModel) -> Result<Simula
         _ => Placement::streaming(devices),
     };
     placement.validate()?;
-    let planner_cost = cost.forward_seconds / cost.planner_devices.max(1) as f64;
-    let trace = replay(graph, &placement, |n| if n.kind.is_planner() { planner_cost } else { cost.forward_seconds });
+    let per_frame = cost.forward_seconds / graph.contract.config.chunk as f64;
+    let planner_speedup = cost.planner_devices.max(1) as f64;
+    let trace = replay(graph, &placement, |n| {
+        let c = per_frame * n.positions.len() as f64;
+        if n.kind.is_planner() { c / planner_speedup } else { c }
+    });
     let seconds = trace.makespan();
     Ok(Simulation {
         seconds,

@@ -58,3 +58,15 @@ fn bad_cost_model_is_rejected() {
     let err = simulate(&ff(21), 0, CostModel { forward_seconds: 1.0, planner_devices: 0 }).unwrap_err();
     assert!(err.to_string().contains("--devices"));
 }
+
+#[test]
+fn forward_cost_is_linear_in_frames() {
+    let c = Contract::new(ContractConfig::new(22)).unwrap();
+    let bidi = ScheduleKind::Bidirectional.build(&c).unwrap();
+    let sim = simulate(&bidi, 4, CostModel { forward_seconds: 3.0, planner_devices: 0 }).unwrap();
+    assert!((sim.seconds - 4.0 * 22.0).abs() < 1e-9);
+    // the last chunk of L = 22 has one latent: its 4 stages cost 4 × 1 s
+    let rcm = ScheduleKind::NcCausalRcm.build(&c).unwrap();
+    let sim = simulate(&rcm, 4, CostModel { forward_seconds: 3.0, planner_devices: 0 }).unwrap();
+    assert!((sim.seconds - (7.0 * 4.0 * 3.0 + 4.0)).abs() < 1e-9);
+}
