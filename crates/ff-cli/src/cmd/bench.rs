@@ -1,5 +1,6 @@
 //! `flashforward bench`: runs several schedules and executors on one model in one process
-//! (DESIGN §6) and prints forwards, denoising-path wall seconds, the ratio to FlashForward under
+//! (DESIGN §6) and prints model forward calls (the batched executor packs each wave into one),
+//! denoising-path wall seconds, the ratio to FlashForward under
 //! the same executor (streaming: to the FlashForward wavefront), time to first chunk and the peak
 //! bytes held in one worker's K/V banks. CPU (NdArray) only; absolute times only mean something
 //! on a GPU.
@@ -8,7 +9,7 @@ use super::plan::{ContractArgs, parse_schedule};
 use crate::backend::{CpuBackend, cpu_device};
 use burn::tensor::{Distribution, Tensor};
 use ff_model::dit::{DitConfig, WanDit};
-use ff_sched::exec::{DitRunner, NoiseSpec, execute};
+use ff_sched::exec::{DitRunner, NoiseSpec, execute, execute_batched};
 use ff_sched::sim::Placement;
 use ff_sched::{Graph, ScheduleKind};
 use std::path::PathBuf;
@@ -40,8 +41,9 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', value_parser = parse_schedule,
           default_value = "flashforward,self-forcing,hiar,n-c-causal-rcm,bidirectional")]
     pub schedules: Vec<ScheduleKind>,
-    /// Executors: serial, wavefront (one worker per stage), streaming (plus a planner worker).
-    #[arg(long, value_delimiter = ',', default_value = "serial,wavefront,streaming")]
+    /// Executors: serial, wavefront (one worker per stage), streaming (plus a planner worker),
+    /// batched (one worker, each dependency wave as one packed forward).
+    #[arg(long, value_delimiter = ',', default_value = "serial,wavefront,streaming,batched")]
     pub executors: Vec<String>,
     /// Folder for one Chrome trace + SVG wavefront chart per row.
     #[arg(long)]
@@ -62,14 +64,22 @@ pub fn preset(name: &str) -> anyhow::Result<DitConfig> {
     })
 }
 
-fn placement(executor: &str, graph: &Graph) -> anyhow::Result<Option<Placement>> {
+/// How a row runs: threads placed by a [`Placement`], or the batched diagonal executor.
+enum Executor {
+    Placed(Placement),
+    Batched,
+}
+
+/// The executor named `name` for `graph` (None: not applicable, e.g. streaming without a planner).
+fn executor(name: &str, graph: &Graph) -> anyhow::Result<Option<Executor>> {
     let stages = graph.contract.stages();
     let has_planner = graph.nodes.iter().any(|n| n.kind.is_planner());
-    Ok(match executor {
-        "serial" => Some(Placement::serial()),
-        "wavefront" => Some(Placement::wavefront(stages)),
-        "streaming" => has_planner.then(|| Placement::streaming(stages)),
-        other => anyhow::bail!("--executors: unknown executor '{other}' (serial, wavefront, streaming)"),
+    Ok(match name {
+        "serial" => Some(Executor::Placed(Placement::serial())),
+        "wavefront" => Some(Executor::Placed(Placement::wavefront(stages))),
+        "streaming" => has_planner.then(|| Executor::Placed(Placement::streaming(stages))),
+        "batched" => Some(Executor::Batched),
+        other => anyhow::bail!("--executors: unknown executor '{other}' (serial, wavefront, streaming, batched)"),
     })
 }
 
@@ -102,9 +112,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for &schedule in &args.schedules {
         let graph = schedule.build(&contract)?;
         for executor in &args.executors {
-            let Some(p) = placement(executor, &graph)? else { continue };
+            let Some(how) = self::executor(executor, &graph)? else { continue };
             let t = Instant::now();
-            let e = execute(&graph, &p, vec![runner.clone(); p.workers()])?;
+            let e = match how {
+                Executor::Placed(p) => execute(&graph, &p, vec![runner.clone(); p.workers()])?,
+                Executor::Batched => execute_batched(&graph, runner.clone())?,
+            };
             let wall_seconds = t.elapsed().as_secs_f64();
             if let Some(dir) = &args.trace {
                 e.trace.write(&graph, &dir.join(format!("{schedule}-{executor}.json")))?;
@@ -112,8 +125,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             rows.push(Row {
                 schedule: schedule.name(),
                 executor: executor.clone(),
-                workers: p.workers(),
-                forwards: graph.counts().forwards,
+                workers: e.trace.workers,
+                forwards: e.forwards,
                 wall_seconds,
                 ratio_to_flashforward: None,
                 ttff_seconds: e.trace.ttff(&graph),
@@ -122,7 +135,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let reference = |executor: &str| {
-        let executor = if executor == "streaming" { "wavefront" } else { executor };
+        let executor = match executor {
+            "streaming" => "wavefront",
+            other => other,
+        };
         rows.iter().find(|r| r.schedule == "flashforward" && r.executor == executor).map(|r| r.wall_seconds)
     };
     let refs: Vec<Option<f64>> = rows.iter().map(|r| reference(&r.executor)).collect();

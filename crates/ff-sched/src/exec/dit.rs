@@ -6,8 +6,10 @@
 //! Planner nodes run the planner model, all other nodes the renderer model; a model with roles is
 //! merged into one full-weight model per role (as the paper serves them), a plain model serves
 //! both. Published K/V: the chunk's entry, or one entry per anchor frame for planner blocks.
+//! A batch of independent nodes runs as one forward over all their frames under a block mask.
 
-use super::Runner;
+use super::packed::PackedContext;
+use super::{NodeResult, Runner};
 use super::noise::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
 use crate::bank::Entry;
 use crate::contract::Contract;
@@ -70,18 +72,44 @@ impl<B: Backend> DitRunner<B> {
     }
 }
 
-fn move_layer<B: Backend>(l: &LayerKv<B>, device: &B::Device) -> LayerKv<B> {
-    LayerKv { k: l.k.clone().to_device(device), v: l.v.clone().to_device(device) }
+impl<B: Backend> DitRunner<B> {
+    /// The input latent of `node` at its level.
+    fn input(&self, node: &Node, source: Option<&Tensor<B, 5>>) -> Tensor<B, 5> {
+        let stream = if node.kind.is_planner() { PLANNER_STREAM } else { OUTPUT_STREAM };
+        let eps = || self.noise.sample::<B>(stream, &node.positions, node.level, &self.device);
+        match source {
+            None => eps(),
+            Some(x0) if node.level + 1 == self.sigmas.len() => x0.clone(),
+            Some(x0) => FlowMatch::noise(x0.clone(), eps(), self.sigmas[node.level]),
+        }
+    }
+
+    fn model(&self, node: &Node) -> (&WanDit<B>, &TextContext<B>) {
+        if node.kind.is_planner() { (&self.planner, &self.planner_text) } else { (&self.renderer, &self.renderer_text) }
+    }
+
+    /// x0 from the velocity, and the entries to publish (one per anchor frame for planner blocks).
+    fn finish(&self, node: &Node, x: Tensor<B, 5>, v: Tensor<B, 5>, kv: ChunkKv<B>) -> NodeResult<Self> {
+        let x0 = FlowMatch::x0_from_v(x, v, self.sigmas[node.level]);
+        let kvs = match node.publishes.first() {
+            None => vec![],
+            Some(KvKey::Anchor(_)) => {
+                let t = kv.tokens() / node.positions.len();
+                (0..node.positions.len()).map(|f| narrow_kv(&kv, f * t, t)).collect()
+            }
+            Some(KvKey::Chunk { .. }) => vec![kv],
+        };
+        (x0, kvs)
+    }
 }
 
-/// Splits a block's K/V into one entry per latent frame.
-fn split_frames<B: Backend>(kv: ChunkKv<B>, frames: usize) -> Vec<ChunkKv<B>> {
-    let t = kv.tokens() / frames;
-    (0..frames)
-        .map(|f| ChunkKv {
-            layers: kv.layers.iter().map(|l| LayerKv { k: l.k.clone().narrow(2, f * t, t), v: l.v.clone().narrow(2, f * t, t) }).collect(),
-        })
-        .collect()
+/// Tokens `start..start + len` of every layer.
+fn narrow_kv<B: Backend>(kv: &ChunkKv<B>, start: usize, len: usize) -> ChunkKv<B> {
+    ChunkKv { layers: kv.layers.iter().map(|l| LayerKv { k: l.k.clone().narrow(2, start, len), v: l.v.clone().narrow(2, start, len) }).collect() }
+}
+
+fn move_layer<B: Backend>(l: &LayerKv<B>, device: &B::Device) -> LayerKv<B> {
+    LayerKv { k: l.k.clone().to_device(device), v: l.v.clone().to_device(device) }
 }
 
 impl<B: Backend> Runner for DitRunner<B> {
@@ -89,29 +117,46 @@ impl<B: Backend> Runner for DitRunner<B> {
     type Kv = ChunkKv<B>;
 
     fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<(Tensor<B, 5>, Vec<ChunkKv<B>>)> {
-        let planner = node.kind.is_planner();
-        let stream = if planner { PLANNER_STREAM } else { OUTPUT_STREAM };
-        let sigma = self.sigmas[node.level];
-        let clean = node.level + 1 == self.sigmas.len();
-        let eps = || self.noise.sample::<B>(stream, &node.positions, node.level, &self.device);
-        let x = match source {
-            None => eps(),
-            Some(x0) if clean => x0.clone(),
-            Some(x0) => FlowMatch::noise(x0.clone(), eps(), sigma),
-        };
-        let (model, text) = if planner { (&self.planner, &self.planner_text) } else { (&self.renderer, &self.renderer_text) };
+        let x = self.input(node, source);
+        let (model, text) = self.model(node);
         let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
         let ctx = SegmentContext::new(reads.to_vec());
         let out = model
             .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, text, &ctx)
             .map_err(|source| SchedError::Model { node: node.id, source })?;
-        let x0 = FlowMatch::x0_from_v(x, out.prediction, sigma);
-        let kvs = match node.publishes.first() {
-            None => vec![],
-            Some(KvKey::Anchor(_)) => split_frames(out.kv, node.positions.len()),
-            Some(KvKey::Chunk { .. }) => vec![out.kv],
-        };
-        Ok((x0, kvs))
+        Ok(self.finish(node, x, out.prediction, out.kv))
+    }
+
+    /// One packed forward over all frames of `nodes` (see [`PackedContext`]); a single node runs
+    /// as [`Runner::run`].
+    fn run_batch(&mut self, nodes: &[&Node], sources: &[Option<&Tensor<B, 5>>], reads: &[Vec<&ChunkKv<B>>]) -> Result<Vec<NodeResult<Self>>> {
+        if let ([node], [source], [reads]) = (nodes, sources, reads) {
+            return Ok(vec![self.run(node, *source, reads)?]);
+        }
+        let first = nodes.first().map_or(0, |n| n.id);
+        if nodes.iter().any(|n| n.kind.is_planner() != nodes[0].kind.is_planner()) {
+            return Err(SchedError::Worker { worker: 0, reason: format!("batch at node {first} mixes planner and renderer nodes") });
+        }
+        let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
+        let [_, _, _, h, w] = inputs[0].dims();
+        let (model, text) = self.model(nodes[0]);
+        let [_, ph, pw] = model.config().patch_size;
+        let ctx = PackedContext::new(nodes, reads, (h / ph) * (w / pw), &self.device);
+        let layout = FrameLayout::frames(nodes.iter().flat_map(|n| n.positions.iter().copied()).collect(), Role::Base);
+        let timesteps = vec![nodes.iter().flat_map(|n| n.timesteps.iter().copied()).collect::<Vec<f64>>()];
+        let out = model
+            .forward_chunk(Tensor::cat(inputs.clone(), 2), &timesteps, &layout, text, &ctx)
+            .map_err(|source| SchedError::Model { node: first, source })?;
+        let t = out.kv.tokens() / layout.len();
+        let mut frame = 0;
+        let mut results = Vec::with_capacity(nodes.len());
+        for (node, x) in nodes.iter().zip(inputs) {
+            let f = node.positions.len();
+            let v = out.prediction.clone().narrow(2, frame, f);
+            results.push(self.finish(node, x, v, narrow_kv(&out.kv, frame * t, f * t)));
+            frame += f;
+        }
+        Ok(results)
     }
 
     fn adopt_latent(&self, latent: Tensor<B, 5>) -> Tensor<B, 5> {

@@ -11,15 +11,20 @@
 //! * serial: [`Placement::serial`];
 //! * wavefront: [`Placement::wavefront`] (planner first on worker 0, then one worker per stage);
 //! * streaming: [`Placement::streaming`] (a dedicated planner worker publishes anchor blocks while
-//!   the wavefront renders; a renderer waits only for the anchors of its own window).
+//!   the wavefront renders; a renderer waits only for the anchors of its own window);
+//! * batched diagonal: [`execute_batched`] (one worker; the independent nodes of each dependency
+//!   wave, FlashForward's anti-diagonals, run as one packed forward).
 //!
 //! Noise is drawn per (frame position, level) from a counter-based stream ([`NoiseSpec`]), so
 //! every executor produces bit-identical latents to serial.
 
+mod batched;
 mod dit;
 mod noise;
+mod packed;
 mod worker;
 
+pub use batched::{execute_batched, waves};
 pub use dit::DitRunner;
 pub use noise::NoiseSpec;
 
@@ -28,6 +33,9 @@ use crate::error::{Result, SchedError};
 use crate::schedule::{Graph, Node, NodeId};
 use crate::sim::Placement;
 use crate::trace::Trace;
+
+/// What running one node gives: its x0 estimate and one K/V entry per published key.
+pub type NodeResult<R> = (<R as Runner>::Latent, Vec<<R as Runner>::Kv>);
 
 /// Runs single nodes on one worker's device.
 pub trait Runner: Send {
@@ -40,6 +48,13 @@ pub trait Runner: Send {
     /// the entries of `node.reads` in order. Returns the node's x0 estimate and one entry per key
     /// of `node.publishes`.
     fn run(&mut self, node: &Node, source: Option<&Self::Latent>, reads: &[&Self::Kv]) -> Result<(Self::Latent, Vec<Self::Kv>)>;
+
+    /// Runs independent `nodes` (no node reads what another publishes or takes another's output)
+    /// as one forward where the runner can; the default runs them one by one. Returns one result
+    /// per node, as [`Runner::run`].
+    fn run_batch(&mut self, nodes: &[&Node], sources: &[Option<&Self::Latent>], reads: &[Vec<&Self::Kv>]) -> Result<Vec<NodeResult<Self>>> {
+        nodes.iter().zip(sources).zip(reads).map(|((n, s), r)| self.run(n, *s, r)).collect()
+    }
 
     /// Moves a latent received from another worker onto this worker's device.
     fn adopt_latent(&self, latent: Self::Latent) -> Self::Latent {
@@ -59,6 +74,8 @@ pub struct Execution<X> {
     pub outputs: Vec<X>,
     /// Measured spans (seconds since the start).
     pub trace: Trace,
+    /// Model forward calls (fewer than nodes when the batched executor packs them).
+    pub forwards: usize,
     /// Peak bytes held in each worker's banks.
     pub peak_bank_bytes: Vec<usize>,
     /// The bank plan each worker ran with.
@@ -100,6 +117,7 @@ pub fn execute<R: Runner>(graph: &Graph, placement: &Placement, runners: Vec<R>)
     Ok(Execution {
         outputs: outputs.into_iter().map(|(_, x)| x).collect(),
         trace: Trace { workers: placement.workers(), spans },
+        forwards: graph.nodes.len(),
         peak_bank_bytes: peak,
         banks: plans,
     })

@@ -121,3 +121,35 @@ fn reading_an_unpublished_entry_is_a_typed_error() {
     let err = run(&g, Placement::serial()).unwrap_err();
     assert!(matches!(err, SchedError::NotPublished { bank: BankName::Anchor, index: 0 }), "{err}");
 }
+
+#[test]
+fn batched_waves_reproduce_serial_in_r_forwards() {
+    for kind in ScheduleKind::ALL {
+        for latents in [21, 25, 81] {
+            let g = graph(kind, latents);
+            let serial = run(&g, Placement::serial()).unwrap();
+            let batched = execute_batched(&g, Hashing { fail_at: None }).unwrap();
+            assert_eq!(batched.outputs, serial.outputs, "{kind} L={latents}");
+            // every wave is one forward: the graph's rounds on one worker per stage
+            if matches!(kind, ScheduleKind::FlashForward | ScheduleKind::Hiar) {
+                assert_eq!(batched.forwards, crate::sim::rounds(&g), "{kind} L={latents}");
+            }
+        }
+    }
+}
+
+#[test]
+fn flashforward_waves_are_anti_diagonals() {
+    let g = graph(ScheduleKind::FlashForward, 81);
+    for wave in waves(&g).iter().filter(|w| g.nodes[w[0]].kind == crate::schedule::NodeKind::Render) {
+        let diag: Vec<usize> = wave
+            .iter()
+            .map(|&id| match g.nodes[id].unit {
+                crate::schedule::Unit::Chunk(i) => i + g.nodes[id].level,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(diag.windows(2).all(|d| d[0] == d[1]), "{diag:?}");
+        assert!(wave.len() <= 4);
+    }
+}
