@@ -4,7 +4,7 @@
 //! * [`contract`]: index sets of one generation ([`Contract`]).
 //! * [`schedule`]: the five schedules as [`Graph`]s of forwards with read/publish sets.
 //! * [`bank`]: anchor and stage K/V banks with host-side indices and their memory plan.
-//! * [`exec`]: serial, wavefront and streaming executors over any graph.
+//! * [`exec`]: serial, wavefront, streaming and batched-diagonal executors over any graph.
 //! * [`sim`]: node placement on workers and the discrete-event replay (rounds, latency model).
 //! * [`trace`]: timelines, Chrome trace JSON and SVG wavefront charts.
 

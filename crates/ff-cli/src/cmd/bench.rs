@@ -115,7 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let Some(how) = self::executor(executor, &graph)? else { continue };
             let t = Instant::now();
             let e = match how {
-                Executor::Placed(p) => execute(&graph, &p, vec![runner.clone(); p.workers()])?,
+                Executor::Placed(p) => execute(&graph, &p, (0..p.workers()).map(|_| runner.to_device(&device)).collect())?,
                 Executor::Batched => execute_batched(&graph, runner.clone())?,
             };
             let wall_seconds = t.elapsed().as_secs_f64();

@@ -70,9 +70,7 @@ impl<B: Backend> DitRunner<B> {
             device: device.clone(),
         }
     }
-}
 
-impl<B: Backend> DitRunner<B> {
     /// The input latent of `node` at its level.
     fn input(&self, node: &Node, source: Option<&Tensor<B, 5>>) -> Tensor<B, 5> {
         let stream = if node.kind.is_planner() { PLANNER_STREAM } else { OUTPUT_STREAM };
