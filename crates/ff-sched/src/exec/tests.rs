@@ -153,3 +153,21 @@ fn flashforward_waves_are_anti_diagonals() {
         assert!(wave.len() <= 4);
     }
 }
+
+#[test]
+fn flashforward_stage_banks_never_leave_their_worker() {
+    let g = graph(ScheduleKind::FlashForward, 81);
+    for p in [Placement::wavefront(4), Placement::streaming(4)] {
+        for reader in &g.nodes {
+            for key in &reader.reads {
+                let publisher = g.nodes.iter().find(|n| n.publishes.contains(key)).unwrap();
+                match key {
+                    // stage-k history is read on the worker that wrote it
+                    KvKey::Chunk { .. } => assert_eq!(p.worker_of(reader), p.worker_of(publisher)),
+                    // anchors are the only K/V broadcast across workers
+                    KvKey::Anchor(_) => assert!(publisher.kind == crate::schedule::NodeKind::PlannerCache),
+                }
+            }
+        }
+    }
+}
