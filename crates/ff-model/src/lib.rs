@@ -7,6 +7,8 @@ pub mod error;
 pub mod fixture;
 pub mod flow;
 pub mod load;
+pub mod text;
+pub mod vae;
 
 pub use error::{ModelError, Result};
 pub use flow::FlowMatch;

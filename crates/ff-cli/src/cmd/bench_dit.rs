@@ -1,12 +1,13 @@
-//! `flashforward bench-dit`: times the DiT chunk forward on the CPU (NdArray) for a preset with
+//! `flashforward bench-dit`: times the DiT chunk forward (CPU NdArray, or CUDA/wgpu when built
+//! with those features) for a preset with
 //! random weights: one chunk of latents over published K/V (anchor window + history), the way
 //! a renderer forward runs. Reports tokens/s and the share of time spent outside matmul and
 //! attention, measured by replaying the forward's matmuls and attentions alone with the same
 //! shapes.
 
-use crate::backend::{CpuBackend, cpu_device};
+use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::tensor::{Distribution, Tensor, backend::Backend};
-use ff_model::dit::{ChunkKv, DitConfig, FrameLayout, LayerKv, Role, SegmentContext, WanDit};
+use ff_model::dit::{ChunkKv, DitConfig, FrameLayout, KvContext, KvWindow, LayerKv, Role, SegmentContext, WanDit};
 use kernels_cubecl::attention;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -19,8 +20,8 @@ pub struct Args {
     /// Latent frames per chunk.
     #[arg(long, default_value_t = 3)]
     chunk: usize,
-    /// Latent frames of published context (3 anchors + 15 history).
-    #[arg(long, default_value_t = 18)]
+    /// Published context entries of one chunk each (anchor window + 5 history chunks).
+    #[arg(long, default_value_t = 6)]
     context: usize,
     /// Latent height and width (480p is 60×104).
     #[arg(long, default_value_t = 30)]
@@ -30,6 +31,11 @@ pub struct Args {
     /// Prompt tokens.
     #[arg(long, default_value_t = 512)]
     text_tokens: usize,
+    /// Device to run on: cpu, cuda:N, wgpu:N.
+    #[arg(long, default_value = "cpu")]
+    devices: DeviceSpec,
+    #[arg(long, value_enum, default_value = "f32")]
+    precision: Precision,
     /// Timed repetitions (after one warm-up).
     #[arg(long, default_value_t = 3)]
     iters: usize,
@@ -83,53 +89,77 @@ fn replay<B: Backend>(c: &DitConfig, n: usize, keys: usize, text: usize, iters: 
 
 struct Row {
     name: String,
+    mode: &'static str,
     tokens: usize,
     keys: usize,
     seconds: f64,
     outside: f64,
 }
 
-fn bench(name: &str, a: &Args) -> anyhow::Result<Row> {
-    type B = CpuBackend;
-    let device = cpu_device();
+struct Bench<'a> {
+    name: &'a str,
+    args: &'a Args,
+}
+
+impl BackendTask for Bench<'_> {
+    type Output = Vec<Row>;
+    fn run<B: Backend>(self, devices: Vec<B::Device>) -> anyhow::Result<Vec<Row>> {
+        bench::<B>(self.name, self.args, &devices[0])
+    }
+}
+
+fn bench<B: Backend>(name: &str, a: &Args, device: &B::Device) -> anyhow::Result<Vec<Row>> {
+    let device = device.clone();
     let c = preset(name)?;
     let model: WanDit<B> = c.init(&device);
     let per_frame = (a.height / c.patch_size[1]) * (a.width / c.patch_size[2]);
     let n = a.chunk * per_frame;
-    let ctx_tokens = a.context * per_frame;
+    let ctx_tokens = a.context * n;
     let (h, hd) = (c.num_heads, c.head_dim());
-    let published = ChunkKv {
-        layers: (0..c.num_layers)
-            .map(|_| LayerKv { k: random::<B, 4>([1, h, ctx_tokens, hd], &device), v: random::<B, 4>([1, h, ctx_tokens, hd], &device) })
-            .collect(),
+    let entry = || ChunkKv::<B> {
+        layers: (0..c.num_layers).map(|_| LayerKv { k: random::<B, 4>([1, h, n, hd], &device), v: random::<B, 4>([1, h, n, hd], &device) }).collect(),
     };
+    let published: Vec<ChunkKv<B>> = (0..a.context).map(|_| entry()).collect();
     let text = model.text_context(random::<B, 3>([1, a.text_tokens, c.text_dim], &device));
     let latents = random::<B, 5>([1, c.in_channels, a.chunk, a.height, a.width], &device);
-    let start = a.context;
-    let layout = FrameLayout::chunk(start, a.chunk, Role::Base);
+    let layout = FrameLayout::chunk(a.context * a.chunk, a.chunk, Role::Base);
     let timesteps = vec![vec![937.0; a.chunk]];
-    let ctx = SegmentContext::new(vec![&published]);
-    let mut failure = None;
-    let seconds = mean_seconds(a.iters, || match model.forward_chunk(latents.clone(), &timesteps, &layout, &text, &ctx) {
-        Ok(out) => {
-            let _ = out.prediction.into_data();
-        }
-        Err(e) => failure = Some(e),
-    });
-    if let Some(e) = failure {
-        return Err(e.into());
+    let segments = SegmentContext::new(published.iter().collect());
+    let mut window = KvWindow::<B>::new(c.num_layers, 1, h, hd, n, a.context + 1, &device);
+    for (slot, e) in published.iter().enumerate() {
+        window.write(slot, e);
     }
+    window.set_target(a.context);
     let core = replay::<B>(&c, n, ctx_tokens + n, a.text_tokens, a.iters, &device);
-    Ok(Row { name: name.to_string(), tokens: n, keys: ctx_tokens + n, seconds, outside: (1.0 - core / seconds).max(0.0) })
+    let mut rows = Vec::new();
+    for (mode, ctx) in [("segments", &segments as &dyn KvContext<B>), ("window", &window as &dyn KvContext<B>)] {
+        let mut failure = None;
+        let seconds = mean_seconds(a.iters, || match model.forward_chunk(latents.clone(), &timesteps, &layout, &text, ctx) {
+            Ok(out) => {
+                let _ = out.prediction.into_data();
+            }
+            Err(e) => failure = Some(e),
+        });
+        if let Some(e) = failure {
+            return Err(e.into());
+        }
+        rows.push(Row { name: name.to_string(), mode, tokens: n, keys: ctx_tokens + n, seconds, outside: (1.0 - core / seconds).max(0.0) });
+    }
+    Ok(rows)
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    println!("chunk forward on NdArray (CPU), {}×{} latents, chunk {} frames over {} context frames, {} text tokens", a.height, a.width, a.chunk, a.context, a.text_tokens);
-    println!("| preset | query tokens | key tokens | seconds/forward | tokens/s | share outside matmul+attention |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    println!(
+        "chunk forward on {:?} ({:?}), {}×{} latents, chunk of {} frames over {} published chunks, {} text tokens",
+        a.devices, a.precision, a.height, a.width, a.chunk, a.context, a.text_tokens
+    );
+    println!("| preset | context | query tokens | key tokens | seconds/forward | tokens/s | share outside matmul+attention |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
     for name in &a.configs {
-        let r = bench(name, &a)?;
-        println!("| {} | {} | {} | {:.4} | {:.0} | {:.1}% |", r.name, r.tokens, r.keys, r.seconds, r.tokens as f64 / r.seconds, 100.0 * r.outside);
+        for r in dispatch(&a.devices, a.precision, Bench { name, args: &a })? {
+            let tps = r.tokens as f64 / r.seconds;
+            println!("| {} | {} | {} | {} | {:.4} | {:.0} | {:.1}% |", r.name, r.mode, r.tokens, r.keys, r.seconds, tps, 100.0 * r.outside);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

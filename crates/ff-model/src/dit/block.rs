@@ -4,7 +4,7 @@
 //! (`[batch, frames, 1, dim]`, one timestep per latent frame) broadcasts without expansion.
 //! Block: norm1 (no affine) + (shift, scale) → self-attention → gate; norm3 (affine) →
 //! cross-attention; norm2 (no affine) + (shift, scale) → FFN (GELU tanh) → gate.
-//! Modulation and norms run in f32.
+//! Modulation, norms and the residual updates run in f32 whatever the backend's float type.
 
 use super::attention::{Attend, CrossAttention, SelfAttention};
 use super::embed::Mlp;
@@ -14,19 +14,24 @@ use crate::lora::{LoraConfig, Role, RoleSelect};
 use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::activation::gelu_approximate;
-use burn::tensor::{Distribution, Tensor, backend::Backend};
+use burn::tensor::{DType, Distribution, Tensor, backend::Backend};
 
-/// LayerNorm without affine parameters over the last dimension.
+/// LayerNorm without affine parameters over the last dimension (input already f32).
 pub fn layer_norm<B: Backend, const D: usize>(x: Tensor<B, D>, eps: f64) -> Tensor<B, D> {
     let (var, mean) = x.clone().var_mean_bias(D - 1);
     (x - mean) / (var + eps).sqrt()
 }
 
-/// Splits `modulation [1, n, dim] + e [batch, frames, n or 1, dim]` into `n` tensors
+/// Splits `modulation [1, n, dim] + e [batch, frames, n or 1, dim]` into `n` f32 tensors
 /// `[batch, frames, 1, dim]`.
 fn modulate<B: Backend>(table: &Param<Tensor<B, 3>>, e: Tensor<B, 4>) -> Vec<Tensor<B, 4>> {
     let n = table.dims()[1];
-    (e + table.val().unsqueeze::<4>()).chunk(n, 2)
+    (e.cast(DType::F32) + table.val().cast(DType::F32).unsqueeze::<4>()).chunk(n, 2)
+}
+
+/// `norm(x)·(1 + scale) + shift` in f32, returned in `dtype`.
+fn adaln<B: Backend>(x: Tensor<B, 4>, shift: &Tensor<B, 4>, scale: &Tensor<B, 4>, eps: f64, dtype: DType) -> Tensor<B, 4> {
+    (layer_norm(x, eps) * (scale.clone() + 1.0) + shift.clone()).cast(dtype)
 }
 
 #[derive(Module, Debug)]
@@ -73,21 +78,25 @@ impl<B: Backend> DitBlock<B> {
         layer: usize,
     ) -> (Tensor<B, 4>, LayerKv<B>) {
         let [b, f, t, dim] = x.dims();
+        let dtype = x.dtype();
         let m = modulate(&self.modulation, e.reshape([b, f, 6, dim]));
         let flat = |x: Tensor<B, 4>| x.reshape([b, f * t, dim]);
         let frames = |x: Tensor<B, 3>| x.reshape([b, f, t, dim]);
 
-        let h = layer_norm(x.clone(), self.eps) * (m[1].clone() + 1.0) + m[0].clone();
+        // The residual stream is updated in f32 (as Wan does under bf16), stored in `dtype`.
+        let x = x.cast(DType::F32);
+        let h = adaln(x.clone(), &m[0], &m[1], self.eps, dtype);
         let (attn, own) = self.self_attn.forward(flat(h), rope, roles, attend, layer);
-        let x = x + frames(attn) * m[2].clone();
+        let x = x + frames(attn).cast(DType::F32) * m[2].clone();
 
         let x = flat(x);
-        let x = x.clone() + self.cross_attn.forward(self.norm3.forward(x), text, roles);
+        let normed = self.norm3.forward(x.clone()).cast(dtype);
+        let x = x + self.cross_attn.forward(normed, text, roles).cast(DType::F32);
         let x = frames(x);
 
-        let h = layer_norm(x.clone(), self.eps) * (m[4].clone() + 1.0) + m[3].clone();
+        let h = adaln(x.clone(), &m[3], &m[4], self.eps, dtype);
         let ff = self.ffn.forward(h, gelu_approximate);
-        (x + ff * m[5].clone(), own)
+        ((x + ff.cast(DType::F32) * m[5].clone()).cast(dtype), own)
     }
 }
 
@@ -108,7 +117,8 @@ impl<B: Backend> Head<B> {
 
     /// `x: [batch, frames, t, dim]`, `temb: [batch, frames, dim]` → `[batch, frames, t, out]`.
     pub fn forward(&self, x: Tensor<B, 4>, temb: Tensor<B, 3>) -> Tensor<B, 4> {
+        let dtype = x.dtype();
         let m = modulate(&self.modulation, temb.unsqueeze_dim(2));
-        self.head.forward(layer_norm(x, self.eps) * (m[1].clone() + 1.0) + m[0].clone())
+        self.head.forward(adaln(x.cast(DType::F32), &m[0], &m[1], self.eps, dtype))
     }
 }

@@ -23,8 +23,17 @@ impl<B: Backend> LayerKv<B> {
 
     /// Concatenates along tokens.
     pub fn cat(parts: Vec<LayerKv<B>>) -> Self {
+        Self::join(parts, 2)
+    }
+
+    /// Stacks along the batch dimension (equal token counts).
+    pub fn stack(parts: Vec<LayerKv<B>>) -> Self {
+        Self::join(parts, 0)
+    }
+
+    fn join(parts: Vec<LayerKv<B>>, dim: usize) -> Self {
         let (k, v): (Vec<_>, Vec<_>) = parts.into_iter().map(|p| (p.k, p.v)).unzip();
-        Self { k: Tensor::cat(k, 2), v: Tensor::cat(v, 2) }
+        Self { k: Tensor::cat(k, dim), v: Tensor::cat(v, dim) }
     }
 }
 
@@ -50,9 +59,23 @@ impl<B: Backend> ChunkKv<B> {
 
     /// Concatenates several published entries along tokens, layer by layer.
     pub fn cat(parts: &[&ChunkKv<B>]) -> Self {
+        Self::per_layer(parts, LayerKv::cat)
+    }
+
+    /// Stacks entries of equal size along the batch dimension (batched forwards).
+    pub fn stack(parts: &[&ChunkKv<B>]) -> Self {
+        Self::per_layer(parts, LayerKv::stack)
+    }
+
+    /// Batch element `b` of every layer.
+    pub fn batch_element(&self, b: usize) -> Self {
+        let pick = |t: &Tensor<B, 4>| t.clone().narrow(0, b, 1);
+        Self { layers: self.layers.iter().map(|l| LayerKv { k: pick(&l.k), v: pick(&l.v) }).collect() }
+    }
+
+    fn per_layer(parts: &[&ChunkKv<B>], join: fn(Vec<LayerKv<B>>) -> LayerKv<B>) -> Self {
         let layers = parts.first().map_or(0, |p| p.layers.len());
-        let layers = (0..layers).map(|l| LayerKv::cat(parts.iter().map(|p| p.layers[l].clone()).collect())).collect();
-        Self { layers }
+        Self { layers: (0..layers).map(|l| join(parts.iter().map(|p| p.layers[l].clone()).collect())).collect() }
     }
 }
 

@@ -13,6 +13,7 @@ mod model;
 mod rope;
 #[cfg(test)]
 mod tests;
+mod window;
 
 pub use attention::{CrossAttention, SelfAttention};
 pub use block::{DitBlock, Head};
@@ -23,4 +24,5 @@ pub use layout::{FrameLayout, SegmentMask};
 pub use load::{DIT_KEY_RULES, dit_key_remap};
 pub use model::{ChunkOutput, WanDit};
 pub use rope::{Rope, RopeTable};
+pub use window::KvWindow;
 pub use crate::lora::Role;

@@ -135,7 +135,21 @@ impl<B: Backend> WanDit<B> {
         text: &TextContext<B>,
         ctx: &dyn KvContext<B>,
     ) -> Result<ChunkOutput<B>> {
-        let (prediction, kv) = self.run(latents, timesteps, layout, text, Attend::Context(ctx), true)?;
+        self.forward_chunks(latents, timesteps, std::slice::from_ref(layout), text, ctx)
+    }
+
+    /// Several chunks as one batch (e.g. the nodes of one wavefront anti-diagonal): batch element
+    /// `b` has its own timesteps and its own layout `layouts[b]` (positions may differ; roles may
+    /// not), and reads batch element `b` of the context's keys.
+    pub fn forward_chunks(
+        &self,
+        latents: Tensor<B, 5>,
+        timesteps: &[Vec<f64>],
+        layouts: &[FrameLayout],
+        text: &TextContext<B>,
+        ctx: &dyn KvContext<B>,
+    ) -> Result<ChunkOutput<B>> {
+        let (prediction, kv) = self.run(latents, timesteps, layouts, text, Attend::Context(ctx), true)?;
         Ok(ChunkOutput { prediction, kv: ChunkKv { layers: kv } })
     }
 
@@ -154,17 +168,17 @@ impl<B: Backend> WanDit<B> {
         let [_, _, _, h, w] = latents.dims();
         let [_, ph, pw] = self.config.patch_size;
         let mask = mask.to_tokens(h / ph * (w / pw), &self.device());
-        Ok(self.run(latents, timesteps, layout, text, Attend::Masked(mask), false)?.0)
+        Ok(self.run(latents, timesteps, std::slice::from_ref(layout), text, Attend::Masked(mask), false)?.0)
     }
 
     /// A whole clip at positions `0..frames` with full attention (the reference forward).
     pub fn forward(&self, latents: Tensor<B, 5>, timesteps: &[Vec<f64>], text: &TextContext<B>, role: Role) -> Result<Tensor<B, 5>> {
         let frames = latents.dims()[2] / self.config.patch_size[0];
         let layout = FrameLayout::chunk(0, frames, role);
-        Ok(self.run(latents, timesteps, &layout, text, Attend::Context(&SegmentContext::empty()), false)?.0)
+        Ok(self.run(latents, timesteps, &[layout], text, Attend::Context(&SegmentContext::empty()), false)?.0)
     }
 
-    fn check_inputs(&self, dims: [usize; 5], timesteps: &[Vec<f64>], layout: &FrameLayout) -> Result<()> {
+    fn check_inputs(&self, dims: [usize; 5], timesteps: &[Vec<f64>], layouts: &[FrameLayout]) -> Result<()> {
         let [b, c, f, h, w] = dims;
         let [pt, ph, pw] = self.config.patch_size;
         if c != self.config.in_channels {
@@ -173,8 +187,12 @@ impl<B: Backend> WanDit<B> {
         if f % pt != 0 || h % ph != 0 || w % pw != 0 {
             return Err(ModelError::Input(format!("latent shape {f}×{h}×{w} is not divisible by the patch {:?}", self.config.patch_size)));
         }
-        if layout.len() != f / pt {
-            return Err(ModelError::Input(format!("layout has {} frames, latents {}", layout.len(), f / pt)));
+        if layouts.len() != 1 && layouts.len() != b {
+            return Err(ModelError::Input(format!("{} layouts for a batch of {b} (give 1 or {b})", layouts.len())));
+        }
+        let layout = &layouts[0];
+        if let Some(l) = layouts.iter().find(|l| l.len() != f / pt || l.roles != layout.roles) {
+            return Err(ModelError::Input(format!("layout {l:?} does not cover the {} latent frames with the batch's roles", f / pt)));
         }
         if timesteps.len() != b || timesteps.iter().any(|t| t.len() != f / pt) {
             return Err(ModelError::Input(format!("timesteps must be [{b}][{}] (batch × latent frames)", f / pt)));
@@ -189,19 +207,21 @@ impl<B: Backend> WanDit<B> {
         &self,
         latents: Tensor<B, 5>,
         timesteps: &[Vec<f64>],
-        layout: &FrameLayout,
+        layouts: &[FrameLayout],
         text: &TextContext<B>,
         attend: Attend<B>,
         publish: bool,
     ) -> Result<(Tensor<B, 5>, Vec<super::kv::LayerKv<B>>)> {
         let dims = latents.dims();
-        self.check_inputs(dims, timesteps, layout)?;
+        self.check_inputs(dims, timesteps, layouts)?;
+        let layout = &layouts[0];
         let [b, _, f, h, w] = dims;
         let [pt, ph, pw] = self.config.patch_size;
         let (fp, hp, wp) = (f / pt, h / ph, w / pw);
         let device = self.device();
-        let rope = Rope::new(self.config.head_dim(), self.config.rope_theta, self.config.rope_max_positions)
-            .table::<B>(&layout.positions, hp, wp, &device)?;
+        let rope = Rope::new(self.config.head_dim(), self.config.rope_theta, self.config.rope_max_positions);
+        let positions: Vec<&[usize]> = layouts.iter().map(|l| l.positions.as_slice()).collect();
+        let rope = rope.table::<B>(&positions, hp, wp, &device)?;
         let roles = RoleSelect::from_frames(&layout.roles, hp * wp, &device);
 
         let sin = timestep_features::<B>(timesteps, self.config.freq_dim, &device);

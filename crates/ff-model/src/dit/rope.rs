@@ -8,7 +8,7 @@
 use crate::error::{ModelError, Result};
 use burn::tensor::{Tensor, TensorData, backend::Backend};
 
-/// cos/sin tables of one forward: `[1, tokens, 1, head_dim/2, 1]`.
+/// cos/sin tables of one forward: `[1 or batch, tokens, 1, head_dim/2, 1]`.
 #[derive(Clone, Debug)]
 pub struct RopeTable<B: Backend> {
     cos: Tensor<B, 5>,
@@ -30,9 +30,9 @@ impl Rope {
     }
 
     /// Tables for frames at latent `positions`, each a `rows × cols` token grid (tokens in
-    /// (frame, row, column) order).
-    pub fn table<B: Backend>(&self, positions: &[usize], rows: usize, cols: usize, device: &B::Device) -> Result<RopeTable<B>> {
-        let far = positions.iter().copied().chain([rows.saturating_sub(1), cols.saturating_sub(1)]).max().unwrap_or(0);
+    /// (frame, row, column) order); one position list for the whole batch, or one per element.
+    pub fn table<B: Backend>(&self, positions: &[&[usize]], rows: usize, cols: usize, device: &B::Device) -> Result<RopeTable<B>> {
+        let far = positions.iter().flat_map(|p| p.iter()).copied().chain([rows.saturating_sub(1), cols.saturating_sub(1)]).max().unwrap_or(0);
         if far >= self.max_positions {
             return Err(ModelError::Input(format!(
                 "RoPE position {far} is past the table length {} (latent positions {positions:?}, grid {rows}×{cols})",
@@ -45,9 +45,13 @@ impl Rope {
             .map(|&d| (0..d / 2).map(|j| self.theta.powf(-(2.0 * j as f64) / d as f64)).collect())
             .collect();
         let half = self.axes.iter().sum::<usize>() / 2;
-        let n = positions.len() * rows * cols;
-        let (mut cos, mut sin) = (Vec::with_capacity(n * half), Vec::with_capacity(n * half));
-        for &p in positions {
+        let n = positions[0].len() * rows * cols;
+        if let Some(p) = positions.iter().find(|p| p.len() != positions[0].len()) {
+            return Err(ModelError::Input(format!("batch elements have different frame counts ({p:?} vs {:?})", positions[0])));
+        }
+        let batch = positions.len();
+        let (mut cos, mut sin) = (Vec::with_capacity(batch * n * half), Vec::with_capacity(batch * n * half));
+        for &p in positions.iter().flat_map(|p| p.iter()) {
             for r in 0..rows {
                 for c in 0..cols {
                     for (axis, pos) in [p, r, c].into_iter().enumerate() {
@@ -60,7 +64,7 @@ impl Rope {
                 }
             }
         }
-        let shape = [1, n, 1, half, 1];
+        let shape = [batch, n, 1, half, 1];
         Ok(RopeTable {
             cos: Tensor::from_data(TensorData::new(cos, shape), device),
             sin: Tensor::from_data(TensorData::new(sin, shape), device),
@@ -98,8 +102,8 @@ mod tests {
     fn positions_past_the_table_are_an_error() {
         let rope = Rope::new(16, 1e4, 1024);
         let dev = Default::default();
-        assert!(rope.table::<NdArray>(&[1023], 2, 2, &dev).is_ok());
-        let err = rope.table::<NdArray>(&[1024], 2, 2, &dev).unwrap_err();
+        assert!(rope.table::<NdArray>(&[&[1023]], 2, 2, &dev).is_ok());
+        let err = rope.table::<NdArray>(&[&[1024]], 2, 2, &dev).unwrap_err();
         assert!(err.to_string().contains("1024"), "{err}");
     }
 
@@ -111,12 +115,12 @@ mod tests {
         let q = Tensor::<NdArray, 4>::random([1, 1, 1, 16], burn::tensor::Distribution::Default, &dev);
         let k = Tensor::<NdArray, 4>::random([1, 1, 1, 16], burn::tensor::Distribution::Default, &dev);
         let dot = |pq: usize, pk: usize| -> f32 {
-            let tq = rope.table::<NdArray>(&[pq], 1, 1, &dev).unwrap();
-            let tk = rope.table::<NdArray>(&[pk], 1, 1, &dev).unwrap();
+            let tq = rope.table::<NdArray>(&[&[pq]], 1, 1, &dev).unwrap();
+            let tk = rope.table::<NdArray>(&[&[pk]], 1, 1, &dev).unwrap();
             (tq.apply(q.clone()) * tk.apply(k.clone())).sum().into_scalar()
         };
         assert!((dot(7, 3) - dot(24, 20)).abs() < 1e-4);
-        let t = rope.table::<NdArray>(&[5], 1, 1, &dev).unwrap();
+        let t = rope.table::<NdArray>(&[&[5]], 1, 1, &dev).unwrap();
         let n0: f32 = q.clone().powi_scalar(2).sum().into_scalar();
         let n1: f32 = t.apply(q).powi_scalar(2).sum().into_scalar();
         assert!((n0 - n1).abs() < 1e-5);

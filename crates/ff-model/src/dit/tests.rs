@@ -147,3 +147,75 @@ fn bad_inputs_are_errors() {
     let role_on_plain = model.forward_chunk(x, &[vec![0.0; 3]], &FrameLayout::chunk(0, 3, Role::Planner), &text, &ctx);
     assert!(role_on_plain.err().unwrap().to_string().contains("with_roles"));
 }
+
+#[test]
+fn kv_window_equals_concatenated_segments() {
+    // Anchors {0, 10} in slot 0, a ring of H + 1 = 3 history slots; chunks of 3 frames at
+    // positions 3, 6, ...: every chunk reads the anchors, up to H = 2 earlier chunks and itself.
+    let device = Default::default();
+    let model = DitConfig::tiny().init::<B>(&device);
+    let text = model.text_context(random::<B, 3>([1, 6, 24], &device));
+    let per_frame = 4; // 4×4 latents, patch 2×2
+    let anchors = model
+        .forward_chunk(random::<B, 5>([1, 16, 3, 4, 4], &device), &[vec![0.0; 3]], &FrameLayout::frames(vec![0, 10, 20], Role::Base), &text, &SegmentContext::empty())
+        .unwrap()
+        .kv;
+    let c = model.config();
+    let mut window = KvWindow::<B>::new(c.num_layers, 1, c.num_heads, c.head_dim(), 3 * per_frame, 4, &device);
+    window.write(0, &anchors);
+    let mut history: Vec<ChunkKv<B>> = Vec::new();
+    for i in 0..6 {
+        let x = random::<B, 5>([1, 16, 3, 4, 4], &device);
+        let layout = FrameLayout::chunk(3 + 3 * i, 3, Role::Base);
+        let ts = [vec![833.0; 3]];
+        let tail: Vec<&ChunkKv<B>> = history.iter().rev().take(2).collect();
+        let reference = model.forward_chunk(x.clone(), &ts, &layout, &text, &SegmentContext::new([vec![&anchors], tail].concat())).unwrap();
+        window.set_target(1 + i % 3);
+        let windowed = model.forward_chunk(x, &ts, &layout, &text, &window).unwrap();
+        assert!(max_abs(reference.prediction, windowed.prediction) <= 1e-5, "chunk {i}");
+        history.push(reference.kv);
+    }
+    let bytes = window.bytes();
+    // layers × (k, v) × slots × slot tokens × heads × head_dim × f32, independent of the chunks run
+    assert_eq!(bytes, 2 * 2 * 4 * 12 * 2 * 16 * 4);
+}
+
+#[test]
+fn batched_chunks_equal_single_chunk_forwards() {
+    // Two chunks at different positions, stages and contexts as one batch: each element equals
+    // its own single forward (the batched anti-diagonal of a wavefront).
+    let device = Default::default();
+    let model = DitConfig::tiny().init::<B>(&device);
+    let text = model.text_context(random::<B, 3>([1, 6, 24], &device));
+    let ctx_a = model.forward_chunk(random::<B, 5>([1, 16, 3, 4, 4], &device), &[vec![999.0; 3]], &FrameLayout::chunk(0, 3, Role::Base), &text, &SegmentContext::empty()).unwrap().kv;
+    let ctx_b = model.forward_chunk(random::<B, 5>([1, 16, 3, 4, 4], &device), &[vec![624.0; 3]], &FrameLayout::chunk(3, 3, Role::Base), &text, &SegmentContext::empty()).unwrap().kv;
+    let (xa, xb) = (random::<B, 5>([1, 16, 3, 4, 4], &device), random::<B, 5>([1, 16, 3, 4, 4], &device));
+    let (la, lb) = (FrameLayout::chunk(3, 3, Role::Base), FrameLayout::chunk(9, 3, Role::Base));
+    let (ta, tb) = (vec![999.0; 3], vec![624.0; 3]);
+    let single_a = model.forward_chunk(xa.clone(), &[ta.clone()], &la, &text, &SegmentContext::new(vec![&ctx_a])).unwrap();
+    let single_b = model.forward_chunk(xb.clone(), &[tb.clone()], &lb, &text, &SegmentContext::new(vec![&ctx_b])).unwrap();
+    let stacked = ChunkKv::stack(&[&ctx_a, &ctx_b]);
+    let batch = model
+        .forward_chunks(Tensor::cat(vec![xa, xb], 0), &[ta, tb], &[la, lb], &text, &SegmentContext::new(vec![&stacked]))
+        .unwrap();
+    assert!(max_abs(batch.prediction.clone().narrow(0, 0, 1), single_a.prediction) <= 1e-5);
+    assert!(max_abs(batch.prediction.narrow(0, 1, 1), single_b.prediction) <= 1e-5);
+    assert!(max_abs(batch.kv.batch_element(1).layers[1].k.clone(), single_b.kv.layers[1].k.clone()) <= 1e-5);
+}
+
+#[test]
+fn batch_elements_are_independent_for_other_shapes() {
+    // A config unlike the shipped fixtures (3 heads × 24, text 40, 3 layers), batch 2 with
+    // per-sample timesteps 500 and 3: each element equals its own batch-1 forward.
+    let device = Default::default();
+    let config = DitConfig::new([1, 2, 2], 16, 16, 72, 96, 256, 40, 3, 3);
+    let model = config.init::<B>(&device);
+    let (x, ctx) = (random::<B, 5>([2, 16, 5, 6, 10], &device), random::<B, 3>([2, 7, 40], &device));
+    let both = model.forward(x.clone(), &[vec![500.0; 5], vec![3.0; 5]], &model.text_context(ctx.clone()), Role::Base).unwrap();
+    for (b, t) in [(0, 500.0), (1, 3.0)] {
+        let one = model
+            .forward(x.clone().narrow(0, b, 1), &[vec![t; 5]], &model.text_context(ctx.clone().narrow(0, b, 1)), Role::Base)
+            .unwrap();
+        assert!(max_abs(both.clone().narrow(0, b, 1), one) <= 1e-5, "element {b}");
+    }
+}

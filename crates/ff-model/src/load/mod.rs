@@ -58,6 +58,13 @@ pub fn load_checkpoint<B: Backend, M: ModuleSnapshot<B>>(
                 continue;
             }
             if let Some(prev) = found.get(&target) {
+                if remap.is_tied(&key) {
+                    continue;
+                }
+                if remap.is_tied(&prev.key) {
+                    found.insert(target, FileTensor { path, key, snapshot });
+                    continue;
+                }
                 return Err(ModelError::Load {
                     path,
                     key,
@@ -87,6 +94,16 @@ pub fn load_checkpoint<B: Backend, M: ModuleSnapshot<B>>(
         return Err(ModelError::Load { path: files.origin.clone(), key: String::new(), reason: err.to_string() });
     }
     Ok(())
+}
+
+/// The keys of every tensor of a checkpoint, as written in its files (e.g. to tell which key
+/// layout it uses before choosing a [`KeyRemap`]).
+pub fn checkpoint_keys(files: &CheckpointFiles) -> Result<Vec<String>> {
+    let mut keys = Vec::new();
+    for file in &files.files {
+        keys.extend(read_snapshots(file)?.into_iter().map(|(k, _)| k));
+    }
+    Ok(keys)
 }
 
 /// Turns a file tensor into a snapshot at the module path `target`, transposed (PyTorch Linear
@@ -139,12 +156,13 @@ fn read_snapshots(file: &CheckpointFile) -> Result<Vec<(String, TensorSnapshot)>
     match file {
         CheckpointFile::Safetensors(path) => {
             SafetensorsHeader::read(path)?; // truncation, corrupt header, dtypes
-            let mut store = SafetensorsStore::from_file(path);
+            let mut store = SafetensorsStore::from_file(path).map_indices_contiguous(false);
             let all = store.get_all_snapshots().map_err(|e| ModelError::corrupt(path, e.to_string()))?;
             Ok(all.iter().map(|(k, s)| (k.clone(), s.clone())).collect())
         }
         CheckpointFile::Torch { path, top_level_key } => {
-            let mut store = PytorchStore::from_file(path);
+            // keep indices as written: Wan's `ffn.0`/`ffn.2` are Sequential slots the key table maps
+            let mut store = PytorchStore::from_file(path).map_indices_contiguous(false);
             if let Some(key) = top_level_key {
                 store = store.with_top_level_key(key);
             }

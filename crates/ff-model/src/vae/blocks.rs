@@ -1,0 +1,128 @@
+//! Residual block, per-frame attention block and the middle block of the Wan VAE.
+//!
+//! All take and return video tensors `[B, C, T, H, W]`; the residual block changes `C` from
+//! `in_dim` to `out_dim`, the others keep the shape.
+
+use super::cache::CausalCache;
+use super::conv::{CausalConv3d, CausalConv3dConfig};
+use super::norm::{WanRmsNorm, WanRmsNormConfig};
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::tensor::activation::silu;
+use burn::tensor::module::attention;
+use burn::tensor::{Tensor, backend::Backend};
+
+/// Configuration of a [`ResidualBlock`].
+#[derive(Config, Debug)]
+pub struct ResidualBlockConfig {
+    pub in_dim: usize,
+    pub out_dim: usize,
+}
+
+impl ResidualBlockConfig {
+    pub fn init<B: Backend>(&self, device: &B::Device) -> ResidualBlock<B> {
+        let conv3 = |cin, cout| CausalConv3dConfig::new([cin, cout], [3, 3, 3]).with_padding([1, 1, 1]).init(device);
+        ResidualBlock {
+            norm1: WanRmsNormConfig::new(self.in_dim).init(device),
+            conv1: conv3(self.in_dim, self.out_dim),
+            norm2: WanRmsNormConfig::new(self.out_dim).init(device),
+            conv2: conv3(self.out_dim, self.out_dim),
+            conv_shortcut: (self.in_dim != self.out_dim)
+                .then(|| CausalConv3dConfig::new([self.in_dim, self.out_dim], [1, 1, 1]).init(device)),
+        }
+    }
+}
+
+/// `x + conv2(silu(norm2(conv1(silu(norm1(x))))))`, with a 1×1×1 convolution on the shortcut
+/// when the channel count changes.
+#[derive(Module, Debug)]
+pub struct ResidualBlock<B: Backend> {
+    pub norm1: WanRmsNorm<B, 4>,
+    pub conv1: CausalConv3d<B>,
+    pub norm2: WanRmsNorm<B, 4>,
+    pub conv2: CausalConv3d<B>,
+    pub conv_shortcut: Option<CausalConv3d<B>>,
+}
+
+impl<B: Backend> ResidualBlock<B> {
+    pub(crate) fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
+        let shortcut = match &self.conv_shortcut {
+            Some(conv) => conv.forward(x.clone()),
+            None => x.clone(),
+        };
+        let x = self.conv1.forward_cached(silu(self.norm1.forward(x)), cache.next_slot());
+        let x = self.conv2.forward_cached(silu(self.norm2.forward(x)), cache.next_slot());
+        x + shortcut
+    }
+}
+
+/// Configuration of an [`AttentionBlock`].
+#[derive(Config, Debug)]
+pub struct AttentionBlockConfig {
+    pub dim: usize,
+}
+
+impl AttentionBlockConfig {
+    pub fn init<B: Backend>(&self, device: &B::Device) -> AttentionBlock<B> {
+        AttentionBlock {
+            norm: WanRmsNormConfig::new(self.dim).init(device),
+            to_qkv: Conv2dConfig::new([self.dim, 3 * self.dim], [1, 1]).init(device),
+            proj: Conv2dConfig::new([self.dim, self.dim], [1, 1]).init(device),
+        }
+    }
+}
+
+/// Single-head self-attention over the `H·W` pixels of each frame on its own, plus the input.
+#[derive(Module, Debug)]
+pub struct AttentionBlock<B: Backend> {
+    pub norm: WanRmsNorm<B, 3>,
+    pub to_qkv: Conv2d<B>,
+    pub proj: Conv2d<B>,
+}
+
+impl<B: Backend> AttentionBlock<B> {
+    pub fn forward(&self, x: Tensor<B, 5>) -> Tensor<B, 5> {
+        let [b, c, t, h, w] = x.dims();
+        let (n, hw) = (b * t, h * w);
+        let frames = x.clone().permute([0, 2, 1, 3, 4]).reshape([n, c, h, w]);
+        let qkv = self.to_qkv.forward(self.norm.forward(frames));
+        // [n, 3c, h, w] -> [n, 1, hw, 3c]: one head, pixels as tokens.
+        let qkv = qkv.reshape([n, 1, 3 * c, hw]).swap_dims(2, 3);
+        let [q, k, v]: [Tensor<B, 4>; 3] = qkv.chunk(3, 3).try_into().expect("3 chunks of equal size");
+        let y = attention(q, k, v, None, None, Default::default());
+        let y = y.reshape([n, hw, c]).swap_dims(1, 2).reshape([n, c, h, w]);
+        let y = self.proj.forward(y).reshape([b, t, c, h, w]).permute([0, 2, 1, 3, 4]);
+        y + x
+    }
+}
+
+/// Configuration of a [`MidBlock`].
+#[derive(Config, Debug)]
+pub struct MidBlockConfig {
+    pub dim: usize,
+}
+
+impl MidBlockConfig {
+    pub fn init<B: Backend>(&self, device: &B::Device) -> MidBlock<B> {
+        let res = || ResidualBlockConfig::new(self.dim, self.dim).init(device);
+        MidBlock { resnets: vec![res(), res()], attentions: vec![AttentionBlockConfig::new(self.dim).init(device)] }
+    }
+}
+
+/// Residual block, attention block, residual block (diffusers `WanMidBlock` with one layer).
+#[derive(Module, Debug)]
+pub struct MidBlock<B: Backend> {
+    pub resnets: Vec<ResidualBlock<B>>,
+    pub attentions: Vec<AttentionBlock<B>>,
+}
+
+impl<B: Backend> MidBlock<B> {
+    pub(crate) fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
+        let mut x = self.resnets[0].forward(x, cache);
+        for (attn, res) in self.attentions.iter().zip(&self.resnets[1..]) {
+            x = res.forward(attn.forward(x), cache);
+        }
+        x
+    }
+}

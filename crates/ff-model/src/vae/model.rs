@@ -1,0 +1,106 @@
+//! The Wan VAE (diffusers `AutoencoderKLWan`): encoder, `quant_conv`, `post_quant_conv`, decoder.
+//!
+//! * `encode_mean`: video `[B, 3, T, H, W]` in `[-1, 1]` -> latent mean `[B, z, 1+(T-1)/4, H/8, W/8]`
+//!   (unnormalised, diffusers' `latent_dist.mean`); frame 0 is encoded alone, then chunks of 4
+//!   frames, the causal state carried between chunks (trailing frames that do not fill a chunk are
+//!   dropped, as in diffusers).
+//! * `decode`: latents `[B, z, t, h, w]` (unnormalised) -> video `[B, 3, 1+4(t-1), 8h, 8w]` clamped
+//!   to `[-1, 1]`, one latent frame at a time; [`VaeStreamDecoder`] does the same piecewise.
+//! * `normalize` / `denormalize`: `(x − mean) / std` and back, per latent channel.
+
+use super::cache::CausalCache;
+use super::config::WanVaeConfig;
+use super::conv::{CausalConv3d, CausalConv3dConfig};
+use super::decoder::WanDecoder;
+use super::encoder::WanEncoder;
+use super::stream::VaeStreamDecoder;
+use crate::error::{ModelError, Result};
+use burn::module::Module;
+use burn::tensor::{Tensor, TensorData, backend::Backend};
+
+/// Frames the encoder takes per chunk after the first frame (hard-coded in diffusers).
+const ENCODE_CHUNK: usize = 4;
+
+/// The Wan VAE; build with [`WanVaeConfig::init`] or [`WanVae::load`].
+#[derive(Module, Debug)]
+pub struct WanVae<B: Backend> {
+    pub encoder: WanEncoder<B>,
+    pub quant_conv: CausalConv3d<B>,
+    pub post_quant_conv: CausalConv3d<B>,
+    pub decoder: WanDecoder<B>,
+    config: WanVaeConfig,
+}
+
+impl WanVaeConfig {
+    /// A VAE with random weights (load a checkpoint with [`WanVae::load`]).
+    pub fn init<B: Backend>(&self, device: &B::Device) -> WanVae<B> {
+        let z2 = 2 * self.z_dim;
+        WanVae {
+            encoder: WanEncoder::new(self, device),
+            quant_conv: CausalConv3dConfig::new([z2, z2], [1, 1, 1]).init(device),
+            post_quant_conv: CausalConv3dConfig::new([self.z_dim, self.z_dim], [1, 1, 1]).init(device),
+            decoder: WanDecoder::new(self, device),
+            config: self.clone(),
+        }
+    }
+}
+
+impl<B: Backend> WanVae<B> {
+    pub fn config(&self) -> &WanVaeConfig {
+        &self.config
+    }
+
+    /// The latent mean of a video `[B, 3, T, H, W]` in `[-1, 1]`: `[B, z_dim, 1+(T-1)/4, H/8, W/8]`.
+    pub fn encode_mean(&self, video: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
+        let [_, channels, frames, height, width] = video.dims();
+        if channels != 3 || frames == 0 || height == 0 || width == 0 {
+            return Err(ModelError::Input(format!(
+                "VAE encode expects a video [B, 3, T>0, H, W], got {:?}",
+                video.dims()
+            )));
+        }
+        let mut cache = CausalCache::default();
+        let chunks = 1 + (frames - 1) / ENCODE_CHUNK;
+        let out: Vec<_> = (0..chunks)
+            .map(|i| {
+                let (start, len) = if i == 0 { (0, 1) } else { (1 + ENCODE_CHUNK * (i - 1), ENCODE_CHUNK) };
+                self.encoder.forward(video.clone().narrow(2, start, len), &mut cache)
+            })
+            .collect();
+        let moments = self.quant_conv.forward(Tensor::cat(out, 2));
+        Ok(moments.narrow(1, 0, self.config.z_dim))
+    }
+
+    /// Decodes unnormalised latents `[B, z_dim, t, h, w]` to video `[B, 3, 1+4(t−1), 8h, 8w]` in `[-1, 1]`.
+    pub fn decode(&self, latents: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
+        self.stream_decoder().decode_chunk(latents)
+    }
+
+    /// A decoder that takes the latents of one video a few frames at a time and yields exactly the
+    /// frames of [`WanVae::decode`] on all of them.
+    pub fn stream_decoder(&self) -> VaeStreamDecoder<B> {
+        VaeStreamDecoder::new(self.decoder.clone(), self.post_quant_conv.clone(), self.config.z_dim)
+    }
+
+    /// `(latents − mean) / std` per channel, for latents `[B, z_dim, t, h, w]`.
+    pub fn normalize(&self, latents: Tensor<B, 5>) -> Tensor<B, 5> {
+        let (mean, std) = self.mean_std(&latents);
+        (latents - mean) / std
+    }
+
+    /// `latents · std + mean` per channel: the inverse of [`WanVae::normalize`].
+    pub fn denormalize(&self, latents: Tensor<B, 5>) -> Tensor<B, 5> {
+        let (mean, std) = self.mean_std(&latents);
+        latents * std + mean
+    }
+
+    /// Latent mean and std as `[1, z_dim, 1, 1, 1]` tensors on the device of `like`.
+    fn mean_std(&self, like: &Tensor<B, 5>) -> (Tensor<B, 5>, Tensor<B, 5>) {
+        let z = self.config.z_dim;
+        let as_tensor = |v: &[f64]| {
+            let v: Vec<f32> = v.iter().map(|x| *x as f32).collect();
+            Tensor::<B, 1>::from_data(TensorData::new(v, [z]), &like.device()).reshape([1, z, 1, 1, 1])
+        };
+        (as_tensor(&self.config.latents_mean), as_tensor(&self.config.latents_std))
+    }
+}
