@@ -1,6 +1,7 @@
 //! Batched diagonal executor: one worker runs the graph wave by wave, each wave's independent
 //! nodes as one forward ([`Runner::run_batch`]). Waves are the graph's dependency layers (a node's
-//! layer is one more than its deepest dependency's), split by model (planner / renderer); for
+//! layer is one more than its deepest dependency's), split by model (planner / renderer) and by
+//! frame count (a shorter last chunk is batched apart); for
 //! FlashForward they are the planner chain and then the wavefront's anti-diagonals, so the whole
 //! generation takes `R_FF` forwards (HiAR: `R_HiAR`). Nodes of one wave never read what another
 //! publishes; all reads of a wave happen before its publishes.
@@ -19,12 +20,11 @@ pub fn waves(graph: &Graph) -> Vec<Vec<NodeId>> {
     for n in &graph.nodes {
         layer[n.id] = n.deps.iter().map(|&d| layer[d] + 1).max().unwrap_or(0);
     }
-    let mut keys: Vec<(usize, bool)> = graph.nodes.iter().map(|n| (layer[n.id], !n.kind.is_planner())).collect();
+    let key = |n: &Node| (layer[n.id], !n.kind.is_planner(), n.positions.len());
+    let mut keys: Vec<(usize, bool, usize)> = graph.nodes.iter().map(key).collect();
     keys.sort_unstable();
     keys.dedup();
-    keys.iter()
-        .map(|&(l, renderer)| graph.nodes.iter().filter(|n| layer[n.id] == l && n.kind.is_planner() != renderer).map(|n| n.id).collect())
-        .collect()
+    keys.iter().map(|&k| graph.nodes.iter().filter(|n| key(n) == k).map(|n| n.id).collect()).collect()
 }
 
 /// Runs `graph` wave by wave on one worker.

@@ -6,9 +6,9 @@
 //! Planner nodes run the planner model, all other nodes the renderer model; a model with roles is
 //! merged into one full-weight model per role (as the paper serves them), a plain model serves
 //! both. Published K/V: the chunk's entry, or one entry per anchor frame for planner blocks.
-//! A batch of independent nodes runs as one forward over all their frames under a block mask.
+//! A batch of independent nodes runs as one `forward_chunks` call, one batch element per node.
 
-use super::packed::PackedContext;
+use super::batch::BatchContext;
 use super::{NodeResult, Runner};
 use super::noise::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
 use crate::bank::Entry;
@@ -125,36 +125,33 @@ impl<B: Backend> Runner for DitRunner<B> {
         Ok(self.finish(node, x, out.prediction, out.kv))
     }
 
-    /// One packed forward over all frames of `nodes` (see [`PackedContext`]); a single node runs
-    /// as [`Runner::run`].
+    /// One batched forward (`forward_chunks`, one batch element per node, see
+    /// [`BatchContext`]); a single node runs as [`Runner::run`].
     fn run_batch(&mut self, nodes: &[&Node], sources: &[Option<&Tensor<B, 5>>], reads: &[Vec<&ChunkKv<B>>]) -> Result<Vec<NodeResult<Self>>> {
         if let ([node], [source], [reads]) = (nodes, sources, reads) {
             return Ok(vec![self.run(node, *source, reads)?]);
         }
         let first = nodes.first().map_or(0, |n| n.id);
-        if nodes.iter().any(|n| n.kind.is_planner() != nodes[0].kind.is_planner()) {
-            return Err(SchedError::Worker { worker: 0, reason: format!("batch at node {first} mixes planner and renderer nodes") });
+        let frames = nodes.first().map_or(0, |n| n.positions.len());
+        if nodes.iter().any(|n| n.kind.is_planner() != nodes[0].kind.is_planner() || n.positions.len() != frames) {
+            return Err(SchedError::Worker { worker: 0, reason: format!("batch at node {first} mixes models or frame counts") });
         }
         let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
         let [_, _, _, h, w] = inputs[0].dims();
         let (model, text) = self.model(nodes[0]);
         let [_, ph, pw] = model.config().patch_size;
-        let ctx = PackedContext::new(nodes, reads, (h / ph) * (w / pw), &self.device);
-        let layout = FrameLayout::frames(nodes.iter().flat_map(|n| n.positions.iter().copied()).collect(), Role::Base);
-        let timesteps = vec![nodes.iter().flat_map(|n| n.timesteps.iter().copied()).collect::<Vec<f64>>()];
+        let ctx = BatchContext::new(reads, frames * (h / ph) * (w / pw), &self.device);
+        let layouts: Vec<FrameLayout> = nodes.iter().map(|n| FrameLayout::frames(n.positions.clone(), Role::Base)).collect();
+        let timesteps: Vec<Vec<f64>> = nodes.iter().map(|n| n.timesteps.clone()).collect();
         let out = model
-            .forward_chunk(Tensor::cat(inputs.clone(), 2), &timesteps, &layout, text, &ctx)
+            .forward_chunks(Tensor::cat(inputs.clone(), 0), &timesteps, &layouts, text, &ctx)
             .map_err(|source| SchedError::Model { node: first, source })?;
-        let t = out.kv.tokens() / layout.len();
-        let mut frame = 0;
-        let mut results = Vec::with_capacity(nodes.len());
-        for (node, x) in nodes.iter().zip(inputs) {
-            let f = node.positions.len();
-            let v = out.prediction.clone().narrow(2, frame, f);
-            results.push(self.finish(node, x, v, narrow_kv(&out.kv, frame * t, f * t)));
-            frame += f;
-        }
-        Ok(results)
+        Ok(nodes
+            .iter()
+            .zip(inputs)
+            .enumerate()
+            .map(|(b, (node, x))| self.finish(node, x, out.prediction.clone().narrow(0, b, 1), out.kv.batch_element(b)))
+            .collect())
     }
 
     fn adopt_latent(&self, latent: Tensor<B, 5>) -> Tensor<B, 5> {

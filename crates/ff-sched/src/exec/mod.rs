@@ -13,15 +13,15 @@
 //! * streaming: [`Placement::streaming`] (a dedicated planner worker publishes anchor blocks while
 //!   the wavefront renders; a renderer waits only for the anchors of its own window);
 //! * batched diagonal: [`execute_batched`] (one worker; the independent nodes of each dependency
-//!   wave, FlashForward's anti-diagonals, run as one packed forward).
+//!   wave, FlashForward's anti-diagonals, run as one forward with one batch element per node).
 //!
 //! Noise is drawn per (frame position, level) from a counter-based stream ([`NoiseSpec`]), so
 //! every executor produces bit-identical latents to serial.
 
+mod batch;
 mod batched;
 mod dit;
 mod noise;
-mod packed;
 mod worker;
 
 pub use batched::{execute_batched, waves};

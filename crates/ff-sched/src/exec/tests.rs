@@ -130,9 +130,15 @@ fn batched_waves_reproduce_serial_in_r_forwards() {
             let serial = run(&g, Placement::serial()).unwrap();
             let batched = execute_batched(&g, Hashing { fail_at: None }).unwrap();
             assert_eq!(batched.outputs, serial.outputs, "{kind} L={latents}");
-            // every wave is one forward: the graph's rounds on one worker per stage
+            // every wave is one forward: the graph's rounds on one worker per stage (a shorter
+            // last chunk is batched apart, at most once per stage)
             if matches!(kind, ScheduleKind::FlashForward | ScheduleKind::Hiar) {
-                assert_eq!(batched.forwards, crate::sim::rounds(&g), "{kind} L={latents}");
+                let rounds = crate::sim::rounds(&g);
+                if latents % 3 == 0 {
+                    assert_eq!(batched.forwards, rounds, "{kind} L={latents}");
+                } else {
+                    assert!(batched.forwards <= rounds + 4, "{kind} L={latents}");
+                }
             }
         }
     }
