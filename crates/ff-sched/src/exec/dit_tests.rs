@@ -91,3 +91,21 @@ fn batched_diagonal_matches_serial() {
         assert!(diff <= 1e-5 * scale, "{kind}: max diff {diff} (scale {scale})");
     }
 }
+
+#[test]
+fn planner_nodes_run_the_planner_role() {
+    use burn::module::Param;
+    use ff_model::LoraConfig;
+    let (c, plain, text) = setup(ContractConfig::new(12).with_stages(2));
+    // a role model whose planner role vector is random and whose renderer role is the backbone
+    let dim = plain.config().dim;
+    let mut roles = plain.clone().with_roles(&LoraConfig::new(2));
+    let dev = Default::default();
+    let table = Tensor::cat(vec![Tensor::random([1, dim], Distribution::Normal(0.0, 1.0), &dev), Tensor::zeros([1, dim], &dev)], 0);
+    roles.role_embedding = Some(Param::from_tensor(table));
+    let run = |model: &WanDit<B>, kind| video(&generate(kind, &c, model, &text, Placement::serial()));
+    assert_eq!(run(&roles, ScheduleKind::SelfForcing), run(&plain, ScheduleKind::SelfForcing));
+    let (a, b) = (run(&roles, ScheduleKind::FlashForward), run(&plain, ScheduleKind::FlashForward));
+    let diff = a.iter().zip(&b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+    assert!(diff > 1e-4, "the planner role changed nothing ({diff})");
+}
