@@ -80,7 +80,7 @@ pub fn execute_batched<R: Runner>(graph: &Graph, mut runner: R) -> Result<Execut
     outputs.sort_by_key(|(id, _)| graph.nodes[*id].positions.first().copied());
     Ok(Execution {
         outputs: outputs.into_iter().map(|(_, x)| x).collect(),
-        trace: Trace { workers: 1, spans },
+        trace: Trace { workers: 1, spans, names: vec!["batched".into()] },
         forwards,
         peak_bank_bytes: vec![peak],
         banks: vec![plan],

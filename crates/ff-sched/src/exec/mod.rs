@@ -116,7 +116,7 @@ pub fn execute<R: Runner>(graph: &Graph, placement: &Placement, runners: Vec<R>)
     spans.sort_by(|a: &crate::trace::Span, b| a.start.total_cmp(&b.start));
     Ok(Execution {
         outputs: outputs.into_iter().map(|(_, x)| x).collect(),
-        trace: Trace { workers: placement.workers(), spans },
+        trace: Trace { workers: placement.workers(), spans, names: placement.names(graph.contract.stages()) },
         forwards: graph.nodes.len(),
         peak_bank_bytes: peak,
         banks: plans,

@@ -60,6 +60,25 @@ impl Placement {
         self.stage_workers + usize::from(self.planner == PlannerPlacement::Dedicated)
     }
 
+    /// Display names of the workers: "stage k" (or "stages k, k+N, …" with fewer workers than
+    /// stages) and "planner".
+    pub fn names(&self, stages: usize) -> Vec<String> {
+        let mut names: Vec<String> = (0..self.stage_workers)
+            .map(|w| {
+                let own: Vec<String> = (w..stages).step_by(self.stage_workers).map(|k| k.to_string()).collect();
+                match own.len() {
+                    0 => format!("worker {w} (idle)"),
+                    1 => format!("stage {}", own[0]),
+                    _ => format!("stages {}", own.join(", ")),
+                }
+            })
+            .collect();
+        if self.planner == PlannerPlacement::Dedicated {
+            names.push("planner".into());
+        }
+        names
+    }
+
     pub fn worker_of(&self, node: &Node) -> usize {
         match (node.kind.is_planner(), self.planner) {
             (true, PlannerPlacement::Shared) => 0,
@@ -82,7 +101,7 @@ pub fn replay(graph: &Graph, placement: &Placement, cost: impl Fn(&Node) -> f64)
         free[worker] = end[node.id];
         spans.push(Span { node: node.id, worker, start, end: end[node.id] });
     }
-    Trace { workers: placement.workers(), spans }
+    Trace { workers: placement.workers(), spans, names: placement.names(graph.contract.stages()) }
 }
 
 /// Pipeline rounds with one worker per stage and the planner sharing the stage workers: the

@@ -70,3 +70,10 @@ fn forward_cost_is_linear_in_frames() {
     let sim = simulate(&rcm, 4, CostModel { forward_seconds: 3.0, planner_devices: 0 }).unwrap();
     assert!((sim.seconds - (7.0 * 4.0 * 3.0 + 4.0)).abs() < 1e-9);
 }
+
+#[test]
+fn worker_names_follow_the_placement() {
+    assert_eq!(Placement::wavefront(2).names(4), vec!["stages 0, 2", "stages 1, 3"]);
+    assert_eq!(Placement::streaming(4).names(4), vec!["stage 0", "stage 1", "stage 2", "stage 3", "planner"]);
+    assert_eq!(Placement::wavefront(5).names(4)[4], "worker 4 (idle)");
+}

@@ -21,6 +21,8 @@ pub struct Span {
 pub struct Trace {
     pub workers: usize,
     pub spans: Vec<Span>,
+    /// Name of each worker ("stage 0", "planner", ...).
+    pub names: Vec<String>,
 }
 
 impl Trace {
@@ -46,6 +48,9 @@ impl Trace {
 
     /// Chrome trace-event JSON (`ph: "X"` complete events, one thread per worker, µs).
     pub fn chrome_json(&self, graph: &Graph) -> serde_json::Value {
+        let names = self.names.iter().enumerate().map(|(tid, name)| {
+            serde_json::json!({ "name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": { "name": name } })
+        });
         let events: Vec<serde_json::Value> = self
             .spans
             .iter()
@@ -57,6 +62,7 @@ impl Trace {
                     "args": { "node": n.id, "level": n.level, "positions": n.positions, "reads": n.reads.len() },
                 })
             })
+            .chain(names)
             .collect();
         serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" })
     }

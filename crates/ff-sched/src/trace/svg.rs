@@ -19,8 +19,8 @@ pub(super) fn render(trace: &Trace, graph: &Graph) -> String {
         LEFT + WIDTH + 10.0
     );
     let _ = writeln!(s, r#"<text x="4" y="12">{} — {:.4} s</text>"#, graph.schedule, span);
-    for w in 0..trace.workers {
-        let _ = writeln!(s, r#"<text x="4" y="{}">worker {w}</text>"#, ROW * (w as f64 + 1.0) + 16.0);
+    for (w, name) in trace.names.iter().enumerate() {
+        let _ = writeln!(s, r#"<text x="4" y="{}">{name}</text>"#, ROW * (w as f64 + 1.0) + 16.0);
     }
     for sp in &trace.spans {
         let node = &graph.nodes[sp.node];

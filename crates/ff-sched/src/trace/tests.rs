@@ -14,7 +14,9 @@ fn chrome_trace_has_one_complete_event_per_forward() {
     let (g, t) = setup();
     let json = t.chrome_json(&g);
     let events = json["traceEvents"].as_array().unwrap();
-    assert_eq!(events.len(), g.nodes.len());
+    assert_eq!(events.iter().filter(|e| e["ph"] == "X").count(), g.nodes.len());
+    let names: Vec<&str> = events.iter().filter(|e| e["ph"] == "M").map(|e| e["args"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["stage 0", "stage 1", "stage 2", "stage 3", "planner"]);
     let first = &events[0];
     assert_eq!(first["ph"], "X");
     assert_eq!(first["name"], "P(0,0)");
@@ -31,11 +33,12 @@ fn write_produces_json_and_svg_files() {
     std::fs::create_dir_all(&dir).unwrap();
     let svg = t.write(&g, &dir.join("ff.json")).unwrap();
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("ff.json")).unwrap()).unwrap();
-    assert_eq!(json["traceEvents"].as_array().unwrap().len(), g.nodes.len());
+    assert_eq!(json["traceEvents"].as_array().unwrap().len(), g.nodes.len() + 5);
     let svg = std::fs::read_to_string(svg).unwrap();
     assert!(svg.starts_with("<svg"));
     assert_eq!(svg.matches("<rect").count(), g.nodes.len());
-    assert_eq!(svg.matches(">worker ").count(), 5);
+    assert_eq!(svg.matches(">stage ").count(), 4);
+    assert_eq!(svg.matches(">planner<").count(), 1);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
