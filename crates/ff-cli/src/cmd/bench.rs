@@ -53,15 +53,9 @@ pub struct Args {
     pub json: bool,
 }
 
-/// A DiT preset by name.
+/// A DiT preset by name (for `--config`/`--configs`/`--model`).
 pub fn preset(name: &str) -> anyhow::Result<DitConfig> {
-    Ok(match name {
-        "tiny" => DitConfig::tiny(),
-        "small" => DitConfig::small(),
-        "1.3b" => DitConfig::wan_t2v_1_3b(),
-        "14b" => DitConfig::wan_t2v_14b(),
-        other => anyhow::bail!("--config: unknown preset '{other}' (tiny, small, 1.3b, 14b)"),
-    })
+    DitConfig::preset(name).ok_or_else(|| anyhow::anyhow!("unknown DiT preset '{name}' ({})", DitConfig::PRESETS.join(", ")))
 }
 
 /// How a row runs: threads placed by a [`Placement`], or the batched diagonal executor.
