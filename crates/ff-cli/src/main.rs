@@ -22,6 +22,12 @@ enum Command {
     VerifyFixture(cmd::verify_fixture::Args),
     /// Time the DiT chunk forward (tokens/s, share outside matmul/attention).
     BenchDit(cmd::bench_dit::Args),
+    /// Build a schedule's generation graph and print its forward counts and rounds.
+    Plan(cmd::plan::Args),
+    /// Replay a schedule's graph on N devices with a fixed per-forward cost.
+    Simulate(cmd::simulate::Args),
+    /// Run several schedules and executors on one random-weight model and compare them.
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -30,6 +36,9 @@ fn main() -> std::process::ExitCode {
         Command::Generate(args) => cmd::generate::run(args),
         Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
         Command::BenchDit(args) => cmd::bench_dit::run(args),
+        Command::Plan(args) => cmd::plan::run(args),
+        Command::Simulate(args) => cmd::simulate::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,1 +1,21 @@
-//! placeholder
+//! FlashForward scheduling: the state contract (anchors, chunks, windows, histories, stages),
+//! schedules as generation graphs, K/V banks, executors, traces and a latency model.
+//!
+//! * [`contract`]: index sets of one generation ([`Contract`]).
+//! * [`schedule`]: the five schedules as [`Graph`]s of forwards with read/publish sets.
+//! * [`bank`]: anchor and stage K/V banks with host-side indices and their memory plan.
+//! * [`exec`]: serial, wavefront, streaming and batched-diagonal executors over any graph.
+//! * [`sim`]: node placement on workers and the discrete-event replay (rounds, latency model).
+//! * [`trace`]: timelines, Chrome trace JSON and SVG wavefront charts.
+
+pub mod bank;
+pub mod contract;
+pub mod error;
+pub mod exec;
+pub mod schedule;
+pub mod sim;
+pub mod trace;
+
+pub use contract::{Contract, ContractConfig};
+pub use error::{BankName, Result, SchedError};
+pub use schedule::{Graph, ScheduleKind};

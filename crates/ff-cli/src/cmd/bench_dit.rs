@@ -41,16 +41,6 @@ pub struct Args {
     iters: usize,
 }
 
-fn preset(name: &str) -> anyhow::Result<DitConfig> {
-    Ok(match name {
-        "tiny" => DitConfig::tiny(),
-        "small" => DitConfig::small(),
-        "1.3b" => DitConfig::wan_t2v_1_3b(),
-        "14b" => DitConfig::wan_t2v_14b(),
-        other => anyhow::bail!("--configs: unknown preset '{other}' (tiny, small, 1.3b, 14b)"),
-    })
-}
-
 fn mean_seconds(iters: usize, mut f: impl FnMut()) -> f64 {
     f();
     let t = Instant::now();
@@ -110,7 +100,7 @@ impl BackendTask for Bench<'_> {
 
 fn bench<B: Backend>(name: &str, a: &Args, device: &B::Device) -> anyhow::Result<Vec<Row>> {
     let device = device.clone();
-    let c = preset(name)?;
+    let c = super::bench::preset(name)?;
     let model: WanDit<B> = c.init(&device);
     let per_frame = (a.height / c.patch_size[1]) * (a.width / c.patch_size[2]);
     let n = a.chunk * per_frame;

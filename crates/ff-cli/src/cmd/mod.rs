@@ -1,5 +1,8 @@
 //! One module per subcommand, each with its clap `Args` and a `run`.
 
+pub mod bench;
 pub mod bench_dit;
 pub mod generate;
+pub mod plan;
+pub mod simulate;
 pub mod verify_fixture;

@@ -59,6 +59,20 @@ impl DitConfig {
         Self::new([1, 2, 2], 16, 16, 5120, 13824, 256, 4096, 40, 40)
     }
 
+    /// Names of the presets, as accepted by [`DitConfig::preset`].
+    pub const PRESETS: [&'static str; 4] = ["tiny", "small", "1.3b", "14b"];
+
+    /// A preset by name: `tiny`, `small`, `1.3b`, `14b`.
+    pub fn preset(name: &str) -> Option<Self> {
+        Some(match name {
+            "tiny" => Self::tiny(),
+            "small" => Self::small(),
+            "1.3b" => Self::wan_t2v_1_3b(),
+            "14b" => Self::wan_t2v_14b(),
+            _ => return None,
+        })
+    }
+
     pub fn head_dim(&self) -> usize {
         self.dim / self.num_heads
     }

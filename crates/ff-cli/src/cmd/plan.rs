@@ -1,0 +1,117 @@
+//! `flashforward plan`: forward counts and rounds of a schedule's generation graph.
+
+use ff_sched::bank::{KvDims, bank_plan};
+use ff_sched::sim::Placement;
+use ff_sched::{Contract, ContractConfig, Graph, ScheduleKind};
+use std::process::ExitCode;
+
+/// The state-contract flags shared by the scheduling subcommands.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ContractArgs {
+    /// Latent frames L of the video.
+    #[arg(long, default_value_t = 81)]
+    pub latents: usize,
+    /// Denoising stages S.
+    #[arg(long, default_value_t = 4)]
+    pub stages: usize,
+    /// Anchor stride Δ in latents.
+    #[arg(long, default_value_t = 10)]
+    pub anchor_stride: usize,
+    /// Stage-matched history H in chunks (0 disables the stage bank).
+    #[arg(long, default_value_t = 5)]
+    pub history: usize,
+    /// Renderer chunk size B_R in latents.
+    #[arg(long, default_value_t = 3)]
+    pub chunk: usize,
+    /// Disable the clean anchor bank (and the planner): ablation.
+    #[arg(long)]
+    pub no_anchors: bool,
+}
+
+impl ContractArgs {
+    pub fn contract(&self) -> anyhow::Result<Contract> {
+        let config = ContractConfig::new(self.latents)
+            .with_stages(self.stages)
+            .with_anchor_stride(self.anchor_stride)
+            .with_history(self.history)
+            .with_chunk(self.chunk)
+            .with_use_anchors(!self.no_anchors);
+        Ok(Contract::new(config)?)
+    }
+
+    pub fn graph(&self, schedule: ScheduleKind) -> anyhow::Result<Graph> {
+        Ok(schedule.build(&self.contract()?)?)
+    }
+}
+
+/// Parses a schedule name for clap.
+pub fn parse_schedule(s: &str) -> Result<ScheduleKind, String> {
+    s.parse().map_err(|e: ff_sched::SchedError| e.to_string())
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// flashforward, self-forcing, hiar, n-c-causal-rcm or bidirectional.
+    #[arg(long, value_parser = parse_schedule)]
+    pub schedule: ScheduleKind,
+    #[command(flatten)]
+    pub contract: ContractArgs,
+    /// Also report K/V bank bytes per device for this model preset (tiny, small, 1.3b, 14b).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Latent height and width for the bank bytes (480p: 60 × 104).
+    #[arg(long, default_value_t = 60)]
+    pub height: usize,
+    #[arg(long, default_value_t = 104)]
+    pub width: usize,
+    /// Bytes per K/V element (2: bf16, 4: f32).
+    #[arg(long, default_value_t = 2)]
+    pub dtype_bytes: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Bank bytes per worker of the wavefront and streaming placements.
+fn bank_report(args: &Args, graph: &Graph, preset: &str) -> anyhow::Result<serde_json::Value> {
+    let dims = KvDims::from_dit(&super::bench::preset(preset)?, args.height, args.width, args.dtype_bytes);
+    let per_worker = |p: Placement| -> Vec<usize> { bank_plan(graph, &p).iter().map(|w| w.bytes(&dims)).collect() };
+    let stages = graph.contract.stages();
+    Ok(serde_json::json!({
+        "model": preset,
+        "frame_bytes": dims.frame_bytes(),
+        "wavefront": per_worker(Placement::wavefront(stages)),
+        "streaming": per_worker(Placement::streaming(stages)),
+    }))
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let graph = args.contract.graph(args.schedule)?;
+    let c = &graph.contract;
+    let counts = graph.counts();
+    let mut report = serde_json::json!({
+        "schedule": graph.schedule.name(),
+        "latents": c.config.latents,
+        "stages": c.stages(),
+        "chunks": c.num_chunks(),
+        "planner_blocks": counts.planner_forwards / (c.stages() + 1),
+        "anchors": c.anchors,
+        "timesteps": c.timesteps,
+        "forwards": counts.forwards,
+        "cache_update_forwards": counts.cache_update_forwards,
+        "planner_forwards": counts.planner_forwards,
+        "renderer_forwards": counts.renderer_forwards,
+        "rounds": ff_sched::sim::rounds(&graph),
+    });
+    if let Some(preset) = &args.model {
+        report["bank_bytes_per_device"] = bank_report(&args, &graph, preset)?;
+    }
+    if args.json {
+        println!("{report}");
+    } else {
+        for (key, value) in report.as_object().expect("object") {
+            println!("{key:>22}  {value}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,164 @@
+//! [`DitRunner`]: runs graph nodes with the Wan DiT (`WanDit::forward_chunk`).
+//!
+//! Input of a node at level `l` with σ = σ_l: pure noise ε (no source), `(1 − σ)·x0 + σ·ε` with
+//! fresh ε from the counter-based stream (a source and `l < S`), or the clean x0 (`l = S`, t = 0).
+//! Output: `x0 = x − σ·v` from the velocity prediction; the final stage's x0 is the video.
+//! Planner nodes run the planner model, all other nodes the renderer model; a model with roles is
+//! merged into one full-weight model per role (as the paper serves them), a plain model serves
+//! both. Published K/V: the chunk's entry, or one entry per anchor frame for planner blocks.
+//! A batch of independent nodes runs as one `forward_chunks` call, one batch element per node.
+
+use super::batch::BatchContext;
+use super::{NodeResult, Runner};
+use super::noise::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
+use crate::bank::Entry;
+use crate::contract::Contract;
+use crate::error::{Result, SchedError};
+use crate::schedule::{KvKey, Node};
+use burn::module::Module;
+use burn::tensor::{Tensor, backend::Backend};
+use ff_model::FlowMatch;
+use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, SegmentContext, TextContext, WanDit};
+
+impl<B: Backend> Entry for ChunkKv<B> {
+    fn bytes(&self) -> usize {
+        ChunkKv::bytes(self)
+    }
+}
+
+/// One worker's models, prompt context and noise stream.
+#[derive(Clone)]
+pub struct DitRunner<B: Backend> {
+    planner: WanDit<B>,
+    renderer: WanDit<B>,
+    planner_text: TextContext<B>,
+    renderer_text: TextContext<B>,
+    noise: NoiseSpec,
+    /// σ of every level `0..=S`.
+    sigmas: Vec<f64>,
+    device: B::Device,
+}
+
+impl<B: Backend> DitRunner<B> {
+    /// Runner for `model` with prompt embeddings `text` (`[1, text_tokens, text_dim]`).
+    pub fn new(model: &WanDit<B>, text: Tensor<B, 3>, contract: &Contract, noise: NoiseSpec) -> Self {
+        let (planner, renderer) = match model.role_embedding {
+            Some(_) => (model.merge(Role::Planner), model.merge(Role::Renderer)),
+            None => (model.clone(), model.clone()),
+        };
+        Self {
+            planner_text: planner.text_context(text.clone()),
+            renderer_text: renderer.text_context(text),
+            planner,
+            renderer,
+            noise,
+            sigmas: (0..=contract.stages()).map(|l| contract.sigma(l)).collect(),
+            device: model.device(),
+        }
+    }
+
+    /// A copy of this runner on `device` (one per worker).
+    pub fn to_device(&self, device: &B::Device) -> Self {
+        let text = |t: &TextContext<B>| TextContext { layers: t.layers.iter().map(|l| move_layer(l, device)).collect() };
+        Self {
+            planner: self.planner.clone().to_device(device),
+            renderer: self.renderer.clone().to_device(device),
+            planner_text: text(&self.planner_text),
+            renderer_text: text(&self.renderer_text),
+            noise: self.noise,
+            sigmas: self.sigmas.clone(),
+            device: device.clone(),
+        }
+    }
+
+    /// The input latent of `node` at its level.
+    fn input(&self, node: &Node, source: Option<&Tensor<B, 5>>) -> Tensor<B, 5> {
+        let stream = if node.kind.is_planner() { PLANNER_STREAM } else { OUTPUT_STREAM };
+        let eps = || self.noise.sample::<B>(stream, &node.positions, node.level, &self.device);
+        match source {
+            None => eps(),
+            Some(x0) if node.level + 1 == self.sigmas.len() => x0.clone(),
+            Some(x0) => FlowMatch::noise(x0.clone(), eps(), self.sigmas[node.level]),
+        }
+    }
+
+    fn model(&self, node: &Node) -> (&WanDit<B>, &TextContext<B>) {
+        if node.kind.is_planner() { (&self.planner, &self.planner_text) } else { (&self.renderer, &self.renderer_text) }
+    }
+
+    /// x0 from the velocity, and the entries to publish (one per anchor frame for planner blocks).
+    fn finish(&self, node: &Node, x: Tensor<B, 5>, v: Tensor<B, 5>, kv: ChunkKv<B>) -> NodeResult<Self> {
+        let x0 = FlowMatch::x0_from_v(x, v, self.sigmas[node.level]);
+        let kvs = match node.publishes.first() {
+            None => vec![],
+            Some(KvKey::Anchor(_)) => {
+                let t = kv.tokens() / node.positions.len();
+                (0..node.positions.len()).map(|f| narrow_kv(&kv, f * t, t)).collect()
+            }
+            Some(KvKey::Chunk { .. }) => vec![kv],
+        };
+        (x0, kvs)
+    }
+}
+
+/// Tokens `start..start + len` of every layer.
+fn narrow_kv<B: Backend>(kv: &ChunkKv<B>, start: usize, len: usize) -> ChunkKv<B> {
+    ChunkKv { layers: kv.layers.iter().map(|l| LayerKv { k: l.k.clone().narrow(2, start, len), v: l.v.clone().narrow(2, start, len) }).collect() }
+}
+
+fn move_layer<B: Backend>(l: &LayerKv<B>, device: &B::Device) -> LayerKv<B> {
+    LayerKv { k: l.k.clone().to_device(device), v: l.v.clone().to_device(device) }
+}
+
+impl<B: Backend> Runner for DitRunner<B> {
+    type Latent = Tensor<B, 5>;
+    type Kv = ChunkKv<B>;
+
+    fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<(Tensor<B, 5>, Vec<ChunkKv<B>>)> {
+        let x = self.input(node, source);
+        let (model, text) = self.model(node);
+        let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
+        let ctx = SegmentContext::new(reads.to_vec());
+        let out = model
+            .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, text, &ctx)
+            .map_err(|source| SchedError::Model { node: node.id, source })?;
+        Ok(self.finish(node, x, out.prediction, out.kv))
+    }
+
+    /// One batched forward (`forward_chunks`, one batch element per node, see
+    /// [`BatchContext`]); a single node runs as [`Runner::run`].
+    fn run_batch(&mut self, nodes: &[&Node], sources: &[Option<&Tensor<B, 5>>], reads: &[Vec<&ChunkKv<B>>]) -> Result<Vec<NodeResult<Self>>> {
+        if let ([node], [source], [reads]) = (nodes, sources, reads) {
+            return Ok(vec![self.run(node, *source, reads)?]);
+        }
+        let first = nodes.first().map_or(0, |n| n.id);
+        let frames = nodes.first().map_or(0, |n| n.positions.len());
+        if nodes.iter().any(|n| n.kind.is_planner() != nodes[0].kind.is_planner() || n.positions.len() != frames) {
+            return Err(SchedError::Worker { worker: 0, reason: format!("batch at node {first} mixes models or frame counts") });
+        }
+        let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
+        let [_, _, _, h, w] = inputs[0].dims();
+        let (model, text) = self.model(nodes[0]);
+        let [_, ph, pw] = model.config().patch_size;
+        let ctx = BatchContext::new(reads, frames * (h / ph) * (w / pw), &self.device);
+        let layouts: Vec<FrameLayout> = nodes.iter().map(|n| FrameLayout::frames(n.positions.clone(), Role::Base)).collect();
+        let timesteps: Vec<Vec<f64>> = nodes.iter().map(|n| n.timesteps.clone()).collect();
+        let out = model
+            .forward_chunks(Tensor::cat(inputs.clone(), 0), &timesteps, &layouts, text, &ctx)
+            .map_err(|source| SchedError::Model { node: first, source })?;
+        Ok(nodes
+            .iter()
+            .zip(inputs)
+            .enumerate()
+            .map(|(b, (node, x))| self.finish(node, x, out.prediction.clone().narrow(0, b, 1), out.kv.batch_element(b)))
+            .collect())
+    }
+
+    fn adopt_latent(&self, latent: Tensor<B, 5>) -> Tensor<B, 5> {
+        latent.to_device(&self.device)
+    }
+
+    fn adopt_kv(&self, kv: ChunkKv<B>) -> ChunkKv<B> {
+        ChunkKv { layers: kv.layers.iter().map(|l| move_layer(l, &self.device)).collect() }
+    }
+}

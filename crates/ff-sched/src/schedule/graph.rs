@@ -1,0 +1,200 @@
+//! The generation graph: nodes are model forwards, edges are data dependencies.
+//!
+//! A node runs one forward over `positions` (absolute latent positions; anchors for the planner)
+//! at noise `level` (`0..S` are stages, `S` is the clean endpoint, t = 0). Its input latent is
+//! pure noise (`source = None`, level 0) or the x0 estimate of its `source` node re-noised to the
+//! node's level with fresh noise (no noise at level `S`). It reads the K/V entries `reads` (in
+//! this order: anchors, then history oldest first) and publishes `publishes`. `deps` are the
+//! source plus the publishers of everything it reads; every dep has a smaller id, so id order is
+//! a topological order, and the order in which one worker runs its nodes.
+
+use super::ScheduleKind;
+use crate::contract::Contract;
+use crate::error::{Result, SchedError};
+use std::collections::HashMap;
+
+/// Index of a node in [`Graph::nodes`].
+pub type NodeId = usize;
+
+/// What a forward does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeKind {
+    /// Planner denoising forward over one anchor block.
+    PlannerDenoise,
+    /// Planner clean-endpoint forward publishing a block's anchor K/V (cache-update-only).
+    PlannerCache,
+    /// Renderer (or baseline AR) forward advancing one chunk by one stage.
+    Render,
+    /// Re-encode forward that only publishes K/V of a chunk (cache-update-only).
+    ReEncode,
+    /// Whole-clip forward of the bidirectional baseline.
+    Bidirectional,
+}
+
+impl NodeKind {
+    /// Forwards that advance no output and exist only to publish K/V.
+    pub fn is_cache_update(self) -> bool {
+        matches!(self, Self::PlannerCache | Self::ReEncode)
+    }
+    pub fn is_planner(self) -> bool {
+        matches!(self, Self::PlannerDenoise | Self::PlannerCache)
+    }
+}
+
+/// What unit of the video a node works on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unit {
+    /// Planner block `j` (anchor indices `contract.blocks[j]`).
+    Block(usize),
+    /// Renderer chunk `i` (positions `contract.chunks[i]`).
+    Chunk(usize),
+    /// The whole clip.
+    Clip,
+}
+
+/// A published K/V entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KvKey {
+    /// Clean K/V of one anchor frame (anchor index).
+    Anchor(usize),
+    /// K/V of a chunk in history bank `bank` (FlashForward: bank k is stage k).
+    Chunk { bank: usize, chunk: usize },
+}
+
+/// One model forward.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Node {
+    pub id: NodeId,
+    pub kind: NodeKind,
+    pub unit: Unit,
+    /// Stage worker this node belongs to (a renderer stage; planner nodes: their stage).
+    pub stage: usize,
+    /// Noise level of the input (`S` = clean endpoint).
+    pub level: usize,
+    pub positions: Vec<usize>,
+    /// Timestep of every frame (1000 scale).
+    pub timesteps: Vec<f64>,
+    /// Node whose x0 estimate is this node's input (None: pure noise).
+    pub source: Option<NodeId>,
+    pub reads: Vec<KvKey>,
+    pub publishes: Vec<KvKey>,
+    pub deps: Vec<NodeId>,
+    /// Whether the node's x0 estimate is final video output for its unit.
+    pub output: bool,
+}
+
+/// A schedule's generation graph over a contract.
+#[derive(Debug, Clone)]
+pub struct Graph {
+    pub schedule: ScheduleKind,
+    pub contract: Contract,
+    pub nodes: Vec<Node>,
+    /// Number of chunk history banks (`KvKey::Chunk::bank` is below it).
+    pub history_banks: usize,
+    /// Capacity (chunks) of each history bank: the longest tail any node reads.
+    pub history_capacity: usize,
+}
+
+/// Node description handed to [`GraphBuilder::push`]; ids and deps are filled in.
+pub(super) struct NodeSpec {
+    pub kind: NodeKind,
+    pub unit: Unit,
+    pub stage: usize,
+    pub level: usize,
+    pub positions: Vec<usize>,
+    pub source: Option<NodeId>,
+    pub reads: Vec<KvKey>,
+    pub publishes: Vec<KvKey>,
+    pub output: bool,
+}
+
+/// Assigns ids and derives dependency edges from sources and published keys.
+pub(super) struct GraphBuilder<'a> {
+    contract: &'a Contract,
+    nodes: Vec<Node>,
+    publisher: HashMap<KvKey, NodeId>,
+}
+
+impl<'a> GraphBuilder<'a> {
+    pub fn new(contract: &'a Contract) -> Self {
+        Self { contract, nodes: Vec::new(), publisher: HashMap::new() }
+    }
+
+    pub fn push(&mut self, spec: NodeSpec) -> Result<NodeId> {
+        let id = self.nodes.len();
+        let mut deps: Vec<NodeId> = spec.source.into_iter().collect();
+        for key in &spec.reads {
+            let p = self.publisher.get(key).ok_or_else(|| {
+                SchedError::Graph(format!("node {id} ({:?} {:?}) reads {key:?} which no earlier node publishes", spec.kind, spec.unit))
+            })?;
+            deps.push(*p);
+        }
+        deps.sort_unstable();
+        deps.dedup();
+        for key in &spec.publishes {
+            if self.publisher.insert(*key, id).is_some() {
+                return Err(SchedError::Graph(format!("{key:?} is published twice")));
+            }
+        }
+        let t = self.contract.timestep(spec.level);
+        self.nodes.push(Node {
+            id,
+            kind: spec.kind,
+            unit: spec.unit,
+            stage: spec.stage,
+            level: spec.level,
+            timesteps: vec![t; spec.positions.len()],
+            positions: spec.positions,
+            source: spec.source,
+            reads: spec.reads,
+            publishes: spec.publishes,
+            deps,
+            output: spec.output,
+        });
+        Ok(id)
+    }
+
+    pub fn finish(self, schedule: ScheduleKind, history_banks: usize, history_capacity: usize) -> Graph {
+        Graph { schedule, contract: self.contract.clone(), nodes: self.nodes, history_banks, history_capacity }
+    }
+}
+
+/// Forward counts of a graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    pub forwards: usize,
+    pub cache_update_forwards: usize,
+    pub planner_forwards: usize,
+    /// Forwards that advance output positions (renderer / baseline / bidirectional).
+    pub renderer_forwards: usize,
+}
+
+impl Graph {
+    pub fn counts(&self) -> Counts {
+        let count = |f: &dyn Fn(NodeKind) -> bool| self.nodes.iter().filter(|n| f(n.kind)).count();
+        Counts {
+            forwards: self.nodes.len(),
+            cache_update_forwards: count(&|k| k.is_cache_update()),
+            planner_forwards: count(&|k| k.is_planner()),
+            renderer_forwards: count(&|k| matches!(k, NodeKind::Render | NodeKind::Bidirectional)),
+        }
+    }
+
+    /// Nodes whose x0 is final output, in position order.
+    pub fn outputs(&self) -> Vec<&Node> {
+        let mut out: Vec<&Node> = self.nodes.iter().filter(|n| n.output).collect();
+        out.sort_by_key(|n| n.positions.first().copied());
+        out
+    }
+
+    /// Anchor indices a node reads.
+    pub fn anchor_reads(node: &Node) -> impl Iterator<Item = usize> + '_ {
+        node.reads.iter().filter_map(|k| match k {
+            KvKey::Anchor(m) => Some(*m),
+            KvKey::Chunk { .. } => None,
+        })
+    }
+}

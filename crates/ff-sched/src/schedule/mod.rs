@@ -1,0 +1,65 @@
+//! Schedules as generation graphs ([`Graph`]): which forwards run, what each reads and publishes,
+//! and the dependencies between them (DESIGN §3).
+//!
+//! | schedule | chunk i at stage k reads | cache-update-only forwards |
+//! | --- | --- | --- |
+//! | `flashforward` | Γ(i) clean anchors + stage-k K/V of chunks i−H..i−1 | planner: 1 per block |
+//! | `self-forcing` | clean re-encoded K/V of the chunks in W_ctx | 1 per chunk but the last |
+//! | `hiar` | predecessors re-encoded at the next level, per stage | S per chunk but the last |
+//! | `n-c-causal-rcm` | K/V of earlier chunks' final-stage forwards | 0 (serial) |
+//! | `bidirectional` | nothing: whole clip per forward | 0 |
+
+mod build;
+mod graph;
+
+pub use graph::{Counts, Graph, KvKey, Node, NodeId, NodeKind, Unit};
+
+use crate::contract::Contract;
+use crate::error::{Result, SchedError};
+
+/// The schedules the crate can build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScheduleKind {
+    FlashForward,
+    SelfForcing,
+    Hiar,
+    NcCausalRcm,
+    Bidirectional,
+}
+
+impl ScheduleKind {
+    pub const ALL: [ScheduleKind; 5] = [Self::FlashForward, Self::SelfForcing, Self::Hiar, Self::NcCausalRcm, Self::Bidirectional];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::FlashForward => "flashforward",
+            Self::SelfForcing => "self-forcing",
+            Self::Hiar => "hiar",
+            Self::NcCausalRcm => "n-c-causal-rcm",
+            Self::Bidirectional => "bidirectional",
+        }
+    }
+
+    /// Builds this schedule's generation graph over `contract`.
+    pub fn build(self, contract: &Contract) -> Result<Graph> {
+        build::build(self, contract)
+    }
+}
+
+impl std::str::FromStr for ScheduleKind {
+    type Err = SchedError;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| SchedError::UnknownSchedule(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for ScheduleKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests;

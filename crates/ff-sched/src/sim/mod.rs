@@ -1,0 +1,162 @@
+//! Placement of graph nodes on workers and a discrete-event replay of a graph (the latency model).
+//!
+//! Model (also in docs/BENCHMARKS.md): every worker is one device and runs its nodes one at a
+//! time, **in node-id order** (the same order the executors use); a node starts when its worker is
+//! free and all its dependencies have finished; a forward over `f` latent frames costs
+//! `C·f/B_R` (linear in tokens: block-sized renderer, planner and re-encode forwards cost `C`,
+//! paper A.1; a whole-clip bidirectional forward costs `C·L/B_R`, attention's quadratic term is
+//! ignored); communication (latents between stage
+//! workers, anchor broadcast) is free and overlaps compute; role-weight swaps and context
+//! parallelism of the baselines are not modelled. Renderer-stage nodes of stage k go to worker
+//! `k mod stage_workers`. Planner nodes either share worker 0 before rendering (the paper's
+//! 4-device FlashForward) or run on a dedicated planner worker (streaming); `K` dedicated planner
+//! devices are modelled as one worker with ideal context parallelism (forward cost / K).
+
+use crate::error::{Result, SchedError};
+use crate::schedule::{Graph, Node};
+use crate::trace::{Span, Trace};
+
+/// Where the planner runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlannerPlacement {
+    /// On stage worker 0, ahead of rendering (node order puts all planner nodes first).
+    Shared,
+    /// On a dedicated worker (index `stage_workers`) concurrently with rendering.
+    Dedicated,
+}
+
+/// Assignment of graph nodes to workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    pub stage_workers: usize,
+    pub planner: PlannerPlacement,
+}
+
+impl Placement {
+    /// Everything on one worker.
+    pub fn serial() -> Self {
+        Self { stage_workers: 1, planner: PlannerPlacement::Shared }
+    }
+
+    /// One worker per stage (`workers` of them), planner on worker 0 first.
+    pub fn wavefront(workers: usize) -> Self {
+        Self { stage_workers: workers, planner: PlannerPlacement::Shared }
+    }
+
+    /// Stage workers plus a dedicated planner worker.
+    pub fn streaming(workers: usize) -> Self {
+        Self { stage_workers: workers, planner: PlannerPlacement::Dedicated }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.stage_workers == 0 {
+            return Err(SchedError::Config("--devices must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    /// Total workers.
+    pub fn workers(&self) -> usize {
+        self.stage_workers + usize::from(self.planner == PlannerPlacement::Dedicated)
+    }
+
+    /// Display names of the workers: "stage k" (or "stages k, k+N, …" with fewer workers than
+    /// stages) and "planner".
+    pub fn names(&self, stages: usize) -> Vec<String> {
+        let mut names: Vec<String> = (0..self.stage_workers)
+            .map(|w| {
+                let own: Vec<String> = (w..stages).step_by(self.stage_workers).map(|k| k.to_string()).collect();
+                match own.len() {
+                    0 => format!("worker {w} (idle)"),
+                    1 => format!("stage {}", own[0]),
+                    _ => format!("stages {}", own.join(", ")),
+                }
+            })
+            .collect();
+        if self.planner == PlannerPlacement::Dedicated {
+            names.push("planner".into());
+        }
+        names
+    }
+
+    pub fn worker_of(&self, node: &Node) -> usize {
+        match (node.kind.is_planner(), self.planner) {
+            (true, PlannerPlacement::Shared) => 0,
+            (true, PlannerPlacement::Dedicated) => self.stage_workers,
+            (false, _) => node.stage % self.stage_workers,
+        }
+    }
+}
+
+/// Replays `graph` on `placement` with per-node cost `cost`, returning the timeline.
+pub fn replay(graph: &Graph, placement: &Placement, cost: impl Fn(&Node) -> f64) -> Trace {
+    let mut free = vec![0.0f64; placement.workers()];
+    let mut end = vec![0.0f64; graph.nodes.len()];
+    let mut spans = Vec::with_capacity(graph.nodes.len());
+    for node in &graph.nodes {
+        let worker = placement.worker_of(node);
+        let ready = node.deps.iter().map(|&d| end[d]).fold(0.0, f64::max);
+        let start = free[worker].max(ready);
+        end[node.id] = start + cost(node);
+        free[worker] = end[node.id];
+        spans.push(Span { node: node.id, worker, start, end: end[node.id] });
+    }
+    Trace { workers: placement.workers(), spans, names: placement.names(graph.contract.stages()) }
+}
+
+/// Pipeline rounds with one worker per stage and the planner sharing the stage workers: the
+/// paper's `R` (unit forward cost).
+pub fn rounds(graph: &Graph) -> usize {
+    replay(graph, &Placement::wavefront(graph.contract.stages()), |_| 1.0).makespan().round() as usize
+}
+
+/// Cost model of [`simulate`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostModel {
+    /// Seconds of one forward over `B_R` latent frames.
+    pub forward_seconds: f64,
+    /// Dedicated planner devices (0: the planner shares the stage devices).
+    pub planner_devices: usize,
+}
+
+/// Result of [`simulate`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Simulation {
+    pub seconds: f64,
+    /// `seconds / forward_seconds`.
+    pub rounds: f64,
+    pub ttff_seconds: f64,
+    /// Longest busy time of one worker.
+    pub slowest_worker_busy_seconds: f64,
+    #[serde(skip)]
+    pub trace: Trace,
+}
+
+/// Replays `graph` on `devices` stage workers under `cost`.
+pub fn simulate(graph: &Graph, devices: usize, cost: CostModel) -> Result<Simulation> {
+    if !(cost.forward_seconds > 0.0 && cost.forward_seconds.is_finite()) {
+        return Err(SchedError::Config(format!("--forward-seconds must be positive, got {}", cost.forward_seconds)));
+    }
+    let placement = match cost.planner_devices {
+        0 => Placement::wavefront(devices),
+        _ => Placement::streaming(devices),
+    };
+    placement.validate()?;
+    let per_frame = cost.forward_seconds / graph.contract.config.chunk as f64;
+    let planner_speedup = cost.planner_devices.max(1) as f64;
+    let trace = replay(graph, &placement, |n| {
+        let c = per_frame * n.positions.len() as f64;
+        if n.kind.is_planner() { c / planner_speedup } else { c }
+    });
+    let seconds = trace.makespan();
+    Ok(Simulation {
+        seconds,
+        rounds: seconds / cost.forward_seconds,
+        ttff_seconds: trace.ttff(graph),
+        slowest_worker_busy_seconds: trace.busy().into_iter().fold(0.0, f64::max),
+        trace,
+    })
+}
+
+#[cfg(test)]
+mod tests;
