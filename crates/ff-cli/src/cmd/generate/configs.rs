@@ -69,4 +69,50 @@ impl Configs {
         }
         Ok([height / s, width / s])
     }
+
+    /// Errors when `latents` frames exceed the DiT's RoPE table (positions are latent indices).
+    pub fn check_latents(&self, latents: usize) -> Result<()> {
+        let max = self.dit.rope_max_positions;
+        if latents > max {
+            bail!(
+                "{latents} latent frames exceed the DiT's {max} RoPE positions: ask for a shorter video"
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wan() -> Configs {
+        Configs {
+            dit: DitConfig::wan_t2v_1_3b(),
+            vae: WanVaeConfig::wan2_1(),
+            text: Umt5Config::umt5_xxl(),
+        }
+    }
+
+    #[test]
+    fn frame_sizes_are_multiples_of_vae_factor_times_patch() {
+        assert_eq!(wan().latent_size(480, 832).unwrap(), [60, 104]);
+        assert_eq!(wan().latent_size(16, 16).unwrap(), [2, 2]);
+        let err = wan().latent_size(480, 840).unwrap_err().to_string();
+        assert!(
+            err.contains("--width 840 must be a positive multiple of 16"),
+            "{err}"
+        );
+        assert!(wan().latent_size(0, 16).is_err());
+    }
+
+    #[test]
+    fn lengths_stay_within_the_rope_table() {
+        assert!(wan().check_latents(1024).is_ok());
+        let err = wan().check_latents(1025).unwrap_err().to_string();
+        assert!(
+            err.contains("1025 latent frames exceed the DiT's 1024 RoPE positions"),
+            "{err}"
+        );
+    }
 }

@@ -50,6 +50,7 @@ impl Plan {
             .resolve(hub_cache_dir(|k| std::env::var(k).ok()).as_deref())?;
         let configs = Configs::read(&files)?;
         let latent_size = configs.latent_size(args.height, args.width)?;
+        configs.check_latents(length.latents)?;
         let graph = args
             .schedule
             .build(&Contract::new(ContractConfig::new(length.latents))?)?;
