@@ -428,19 +428,12 @@ fn refuses_bad_requests_with_clear_errors() {
     let d = m.diffusers.to_str().unwrap();
     let base = |extra: &[&str]| -> Vec<String> {
         let out = m.out.join("x.mp4");
-        let head = [
-            "--model-dir",
-            d,
-            "--latents",
-            "4",
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        [&head[..], extra]
-            .concat()
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+        let mut all = args(&["--model-dir", d, "--latents", "4"]);
+        if !extra.contains(&"--out") {
+            all.extend(args(&["--out", out.to_str().unwrap()]));
+        }
+        all.extend(args(extra));
+        all
     };
 
     // Devices: CUDA in this CPU-only build, and unknown names.
@@ -463,6 +456,11 @@ fn refuses_bad_requests_with_clear_errors() {
     // A memory limit the estimate does not fit.
     let err = fails(&base(&["--memory-limit", "0.0001"]));
     assert!(err.contains("not enough memory on cpu"), "{err}");
+
+    // An output format the sinks do not write.
+    let avi = m.out.join("video.avi");
+    let err = fails(&base(&["--out", avi.to_str().unwrap()]));
+    assert!(err.contains("unsupported video output `.avi`"), "{err}");
 
     // Frame sizes the VAE and patch cannot make.
     let err = fails(&[base(&[]), args(&["--height", "24"])].concat());

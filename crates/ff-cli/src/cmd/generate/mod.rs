@@ -32,6 +32,7 @@ use self::plan::Plan;
 use self::stream::Stop;
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use crate::progress::install_interrupt_flag;
+use crate::video::VideoSink;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -82,6 +83,8 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let plan = Plan::new(&args)?;
     plan.check_memory(&args)?;
+    // Creating the sink checks the output format (and clears a stale output) before any work.
+    let sink = VideoSink::create(&args.out)?;
     eprintln!("{}", plan.describe(&args));
     let text_start = Instant::now();
     let (embedding, source) =
@@ -102,7 +105,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         vae_config: &plan.configs.vae,
         latent_size: plan.latent_size,
         seed: args.seed,
-        out: &args.out,
     };
     let outcome = dispatch(
         &args.devices,
@@ -110,6 +112,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Generate {
             job,
             text: embedding,
+            sink,
             stop,
         },
     )?;
@@ -164,12 +167,13 @@ impl BackendTask for Probe {
 struct Generate<'a> {
     job: pipeline::Job<'a>,
     text: PromptEmbedding,
+    sink: VideoSink,
     stop: Stop,
 }
 
 impl BackendTask for Generate<'_> {
     type Output = pipeline::Outcome;
     fn run<B: Backend>(self, devices: Vec<B::Device>) -> Result<pipeline::Outcome> {
-        pipeline::generate::<B>(&self.job, &self.text, &devices, self.stop)
+        pipeline::generate::<B>(&self.job, &self.text, &devices, self.sink, self.stop)
     }
 }

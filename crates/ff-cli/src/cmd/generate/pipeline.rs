@@ -38,7 +38,6 @@ pub struct Job<'a> {
     /// Latent height and width.
     pub latent_size: [usize; 2],
     pub seed: u64,
-    pub out: &'a Path,
 }
 
 /// What a finished (or interrupted) generation reports.
@@ -58,11 +57,13 @@ pub struct Outcome {
     pub stopped: Option<String>,
 }
 
-/// Runs `job` on `devices` (worker `w` on `devices[w mod n]`; the VAE on `devices[0]`).
+/// Runs `job` on `devices` (worker `w` on `devices[w mod n]`; the VAE on `devices[0]`), writing
+/// the video into `sink`.
 pub fn generate<B: Backend>(
     job: &Job,
     text: &PromptEmbedding,
     devices: &[B::Device],
+    mut sink: VideoSink,
     stop: Stop,
 ) -> Result<Outcome> {
     let load_start = Instant::now();
@@ -97,7 +98,6 @@ pub fn generate<B: Backend>(
         })
         .collect();
     drop((tx, base));
-    let mut sink = VideoSink::create(job.out)?;
     let mut decoder = vae.stream_decoder();
     let mut order = InOrder::default();
     let mut progress = ChunkProgress::new(job.graph.outputs().len());
