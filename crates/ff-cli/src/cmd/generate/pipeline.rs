@@ -4,7 +4,9 @@
 //!
 //! Timing (all from the moment the executor starts, after text encoding and model loading):
 //! denoising-path latency is the executor's makespan (first forward to final latents, no VAE);
-//! TTFF is when the first decoded frames are on disk; total is when the last ones are.
+//! TTFF is when the first decoded frames are on disk; total is when the last ones are. Decoding
+//! overlaps denoising and runs on device 0, so on a single device the two share it (the `bench`
+//! command measures schedules without the VAE).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -25,7 +27,7 @@ use super::stream::{Finished, InOrder, Stop, Streamed};
 use crate::progress::ChunkProgress;
 use crate::video::{VideoSink, frames_from_tensor_data};
 
-/// Everything one generation needs besides the prompt embedding.
+/// Everything one generation needs besides the prompt embedding and the video sink.
 pub struct Job<'a> {
     pub graph: &'a Graph,
     pub placement: Placement,
@@ -57,6 +59,30 @@ pub struct Outcome {
     pub stopped: Option<String>,
 }
 
+/// The DiT runner (model, prompt context, noise) and the VAE of `job`, on `device`.
+fn load_models<B: Backend>(
+    job: &Job,
+    text: &PromptEmbedding,
+    device: &B::Device,
+) -> Result<(DitRunner<B>, WanVae<B>)> {
+    let dit = WanDit::<B>::load(job.dit_config, job.dit, device)
+        .with_context(|| format!("cannot load the DiT from {}", job.dit.display()))?;
+    let context: Tensor<B, 3> = text
+        .to_context::<B>(job.dit_config.text_len, device)?
+        .unsqueeze();
+    let [height, width] = job.latent_size;
+    let noise = NoiseSpec {
+        seed: job.seed,
+        channels: job.dit_config.in_channels,
+        height,
+        width,
+    };
+    let runner = DitRunner::new(&dit, context, &job.graph.contract, noise);
+    let vae = WanVae::<B>::load(job.vae, job.vae_config, device)
+        .with_context(|| format!("cannot load the VAE from {}", job.vae.display()))?;
+    Ok((runner, vae))
+}
+
 /// Runs `job` on `devices` (worker `w` on `devices[w mod n]`; the VAE on `devices[0]`), writing
 /// the video into `sink`.
 pub fn generate<B: Backend>(
@@ -68,33 +94,14 @@ pub fn generate<B: Backend>(
 ) -> Result<Outcome> {
     let load_start = Instant::now();
     let main = &devices[0];
-    let dit = WanDit::<B>::load(job.dit_config, job.dit, main)
-        .with_context(|| format!("cannot load the DiT from {}", job.dit.display()))?;
-    let context: Tensor<B, 3> = text
-        .to_context::<B>(job.dit_config.text_len, main)?
-        .unsqueeze();
-    let [height, width] = job.latent_size;
-    let noise = NoiseSpec {
-        seed: job.seed,
-        channels: job.dit_config.in_channels,
-        height,
-        width,
-    };
-    let base = DitRunner::new(&dit, context, &job.graph.contract, noise);
-    drop(dit);
-    let vae = WanVae::<B>::load(job.vae, job.vae_config, main)
-        .with_context(|| format!("cannot load the VAE from {}", job.vae.display()))?;
+    let (base, vae) = load_models(job, text, main)?;
     let load = load_start.elapsed();
 
     let (tx, rx) = channel::<Finished<Tensor<B, 5>>>();
     let runners: Vec<_> = (0..job.placement.workers())
         .map(|w| {
-            Streamed::new(
-                base.to_device(&devices[device_of(w, devices.len())]),
-                w,
-                tx.clone(),
-                stop.clone(),
-            )
+            let device = &devices[device_of(w, devices.len())];
+            Streamed::new(base.to_device(device), w, tx.clone(), stop.clone())
         })
         .collect();
     drop((tx, base));
@@ -135,41 +142,48 @@ pub fn generate<B: Backend>(
     });
     let total = start.elapsed();
     written?;
-    let outcome =
-        |stopped: Option<String>, denoise: Duration, slowest: f64, peak: Vec<usize>| Outcome {
-            video: None,
-            frames: sink.frames_written(),
-            load,
-            denoise,
-            first_frames,
-            total,
-            slowest_worker: slowest,
-            peak_bank_bytes: peak,
-            stopped,
-        };
-    match execution? {
+    let (denoise, slowest_worker, peak_bank_bytes, stopped) = match execution? {
         Err(e) if stop.interrupt.load(Ordering::SeqCst) => {
             progress.abandon("interrupted");
-            Ok(outcome(Some(e.to_string()), total, 0.0, Vec::new()))
+            (total, 0.0, Vec::new(), Some(e.to_string()))
         }
         Err(e) => {
             progress.abandon("failed");
-            Err(e).context("the executor failed")
+            return Err(e).context("the executor failed");
         }
         Ok(execution) => {
             progress.finish();
-            let latents = order.done();
-            if latents != job.graph.contract.config.latents {
+            let want = job.graph.contract.config.latents;
+            if order.done() != want {
                 return Err(anyhow!(
-                    "the executor finished {latents} of {} latents",
-                    job.graph.contract.config.latents
+                    "the executor finished {} of {want} latents",
+                    order.done()
                 ));
             }
             let slowest = execution.trace.busy().into_iter().fold(0.0, f64::max);
-            let denoise = Duration::from_secs_f64(execution.trace.makespan());
-            let mut done = outcome(None, denoise, slowest, execution.peak_bank_bytes);
-            done.video = Some(sink.finish()?);
-            Ok(done)
+            (
+                Duration::from_secs_f64(execution.trace.makespan()),
+                slowest,
+                execution.peak_bank_bytes,
+                None,
+            )
         }
-    }
+    };
+    let frames = sink.frames_written();
+    let video = if stopped.is_none() {
+        Some(sink.finish()?)
+    } else {
+        None
+    };
+    Ok(Outcome {
+        video,
+        frames,
+        load,
+        denoise,
+        first_frames,
+        total,
+        slowest_worker,
+        peak_bank_bytes,
+        stopped,
+    })
 }
