@@ -7,6 +7,12 @@ mod video;
 
 use clap::{Parser, Subcommand};
 
+/// CPU forwards allocate and free score matrices of tens of MB per layer; glibc's malloc hands
+/// each back to the kernel (mmap/munmap, page faults: half the wall time of a CPU run), mimalloc
+/// keeps them for reuse.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "flashforward", version, about = "Fast autoregressive video diffusion with FlashForward")]
 struct Cli {
