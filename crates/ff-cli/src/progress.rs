@@ -44,6 +44,7 @@ impl ChunkProgress {
     }
 
     /// Latent frames finished so far.
+    #[cfg(test)]
     pub fn latents_done(&self) -> usize {
         self.latents
     }

@@ -106,12 +106,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(preset) = &args.model {
         report["bank_bytes_per_device"] = bank_report(&args, &graph, preset)?;
     }
-    if args.json {
-        println!("{report}");
-    } else {
-        for (key, value) in report.as_object().expect("object") {
-            println!("{key:>22}  {value}");
-        }
-    }
+    print_report(&report, args.json);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a JSON object on one line (`--json`) or as aligned `key  value` lines.
+pub fn print_report(report: &serde_json::Value, json: bool) {
+    if json {
+        println!("{report}");
+        return;
+    }
+    let obj = report.as_object().expect("report is an object");
+    let width = obj.keys().map(String::len).max().unwrap_or(0);
+    for (key, value) in obj {
+        println!("{key:>width$}  {value}");
+    }
 }

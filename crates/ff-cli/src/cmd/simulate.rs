@@ -51,12 +51,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "ttff_seconds": round(sim.ttff_seconds),
         "slowest_worker_busy_seconds": round(sim.slowest_worker_busy_seconds),
     });
-    if args.json {
-        println!("{report}");
-    } else {
-        for (key, value) in report.as_object().expect("object") {
-            println!("{key:>28}  {value}");
-        }
-    }
+    super::plan::print_report(&report, args.json);
     Ok(ExitCode::SUCCESS)
 }

@@ -27,7 +27,7 @@ use std::path::{MAIN_SEPARATOR, Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 pub use count::FrameCount;
-pub use frame::{Frame, frames_from_tensor_data, frames_from_video};
+pub use frame::{Frame, frames_from_tensor_data};
 use gif_sink::GifSink;
 use mp4_sink::Mp4Sink;
 use png_sink::PngSink;

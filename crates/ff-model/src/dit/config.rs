@@ -151,14 +151,14 @@ impl DitConfig {
 
     /// Checks the invariants the forward relies on.
     pub fn validate(&self) -> std::result::Result<(), String> {
-        if self.num_heads == 0 || self.dim % self.num_heads != 0 {
+        if self.num_heads == 0 || !self.dim.is_multiple_of(self.num_heads) {
             return Err(format!("dim {} is not a multiple of num_heads {}", self.dim, self.num_heads));
         }
         let hd = self.head_dim();
-        if hd % 2 != 0 || hd < 6 {
+        if !hd.is_multiple_of(2) || hd < 6 {
             return Err(format!("head_dim {hd} must be even and at least 6 for 3-D RoPE"));
         }
-        if self.freq_dim % 2 != 0 {
+        if !self.freq_dim.is_multiple_of(2) {
             return Err(format!("freq_dim {} must be even", self.freq_dim));
         }
         if self.patch_size.contains(&0) {

@@ -41,7 +41,7 @@ fn packed_equals_chunked<Bk: Backend>(device: &Bk::Device) -> f32 {
     let timesteps: Vec<f64> = vec![999.0, 999.0, 999.0, 937.0, 937.0, 937.0, 624.0, 624.0, 624.0];
     let layout = FrameLayout::chunk(6, chunks * f, Role::Renderer);
     let mask = SegmentMask::block_causal(chunks * f, f);
-    let packed = model.forward_packed(latents.clone(), &[timesteps.clone()], &layout, &text, &mask).unwrap();
+    let packed = model.forward_packed(latents.clone(), std::slice::from_ref(&timesteps), &layout, &text, &mask).unwrap();
 
     let mut published: Vec<ChunkKv<Bk>> = Vec::new();
     let mut outs = Vec::new();
@@ -192,8 +192,8 @@ fn batched_chunks_equal_single_chunk_forwards() {
     let (xa, xb) = (random::<B, 5>([1, 16, 3, 4, 4], &device), random::<B, 5>([1, 16, 3, 4, 4], &device));
     let (la, lb) = (FrameLayout::chunk(3, 3, Role::Base), FrameLayout::chunk(9, 3, Role::Base));
     let (ta, tb) = (vec![999.0; 3], vec![624.0; 3]);
-    let single_a = model.forward_chunk(xa.clone(), &[ta.clone()], &la, &text, &SegmentContext::new(vec![&ctx_a])).unwrap();
-    let single_b = model.forward_chunk(xb.clone(), &[tb.clone()], &lb, &text, &SegmentContext::new(vec![&ctx_b])).unwrap();
+    let single_a = model.forward_chunk(xa.clone(), std::slice::from_ref(&ta), &la, &text, &SegmentContext::new(vec![&ctx_a])).unwrap();
+    let single_b = model.forward_chunk(xb.clone(), std::slice::from_ref(&tb), &lb, &text, &SegmentContext::new(vec![&ctx_b])).unwrap();
     let stacked = ChunkKv::stack(&[&ctx_a, &ctx_b]);
     let batch = model
         .forward_chunks(Tensor::cat(vec![xa, xb], 0), &[ta, tb], &[la, lb], &text, &SegmentContext::new(vec![&stacked]))
