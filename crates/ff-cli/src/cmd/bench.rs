@@ -2,12 +2,13 @@
 //! (DESIGN §6) and prints model forward calls (the batched executor packs each wave into one),
 //! denoising-path wall seconds, the ratio to FlashForward under
 //! the same executor (streaming: to the FlashForward wavefront), time to first chunk and the peak
-//! bytes held in one worker's K/V banks. CPU (NdArray) only; absolute times only mean something
-//! on a GPU.
+//! bytes held in one worker's K/V banks. Runs on the CPU (NdArray) or, in builds with the `cuda`
+//! or `wgpu` feature, on GPUs (`--devices cuda:0,1,2,3`: worker w on device w mod N); absolute
+//! times only mean something on a GPU.
 
 use super::plan::{ContractArgs, parse_schedule};
-use crate::backend::{CpuBackend, cpu_device};
-use burn::tensor::{Distribution, Tensor};
+use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
+use burn::tensor::{Distribution, Tensor, backend::Backend};
 use ff_model::dit::{DitConfig, WanDit};
 use ff_sched::exec::{DitRunner, NoiseSpec, execute, execute_batched};
 use ff_sched::sim::Placement;
@@ -45,6 +46,11 @@ pub struct Args {
     /// batched (one worker, each dependency wave as one packed forward).
     #[arg(long, value_delimiter = ',', default_value = "serial,wavefront,streaming,batched")]
     pub executors: Vec<String>,
+    /// Devices: cpu, cuda:0,1,2,3 or wgpu:0 (worker w runs on device w mod N).
+    #[arg(long, default_value = "cpu")]
+    pub devices: DeviceSpec,
+    #[arg(long, value_enum, default_value = "f32")]
+    pub precision: Precision,
     /// Folder for one Chrome trace + SVG wavefront chart per row.
     #[arg(long)]
     pub trace: Option<PathBuf>,
@@ -90,8 +96,22 @@ struct Row {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    type B = CpuBackend;
-    let device = cpu_device();
+    let rows = dispatch(&args.devices, args.precision, Bench(&args))?;
+    print(&args, &rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+struct Bench<'a>(&'a Args);
+
+impl BackendTask for Bench<'_> {
+    type Output = Vec<Row>;
+    fn run<B: Backend>(self, devices: Vec<B::Device>) -> anyhow::Result<Vec<Row>> {
+        bench::<B>(self.0, &devices)
+    }
+}
+
+fn bench<B: Backend>(args: &Args, devices: &[B::Device]) -> anyhow::Result<Vec<Row>> {
+    let device = devices[0].clone();
     let config = preset(&args.config)?;
     <B as burn::tensor::backend::Backend>::seed(&device, args.seed);
     let model: WanDit<B> = config.init(&device);
@@ -109,9 +129,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let Some(how) = self::executor(executor, &graph)? else { continue };
             let t = Instant::now();
             let e = match how {
-                Executor::Placed(p) => execute(&graph, &p, (0..p.workers()).map(|_| runner.to_device(&device)).collect())?,
+                Executor::Placed(p) => {
+                    execute(&graph, &p, (0..p.workers()).map(|w| runner.to_device(&devices[w % devices.len()])).collect())?
+                }
                 Executor::Batched => execute_batched(&graph, runner.clone())?,
             };
+            for d in devices {
+                B::sync(d).map_err(|e| anyhow::anyhow!("device sync: {e:?}"))?;
+            }
             let wall_seconds = t.elapsed().as_secs_f64();
             if let Some(dir) = &args.trace {
                 e.trace.write(&graph, &dir.join(format!("{schedule}-{executor}.json")))?;
@@ -139,8 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for (row, base) in rows.iter_mut().zip(refs) {
         row.ratio_to_flashforward = base.map(|b| row.wall_seconds / b);
     }
-    print(&args, &rows);
-    Ok(ExitCode::SUCCESS)
+    Ok(rows)
 }
 
 fn print(args: &Args, rows: &[Row]) {
