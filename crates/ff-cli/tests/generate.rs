@@ -391,7 +391,7 @@ fn generates_mp4_gif_and_frames_deterministically() {
         first,
         "same seed, same frames (and the cached prompt is the encoded one)"
     );
-    for executor in ["wavefront", "streaming"] {
+    for executor in ["wavefront", "streaming", "batched"] {
         assert_eq!(
             run(
                 &format!("{executor}/"),
@@ -399,15 +399,6 @@ fn generates_mp4_gif_and_frames_deterministically() {
             ),
             first,
             "{executor}"
-        );
-    }
-    // Batched packs each wave into one forward: equal to serial up to float rounding.
-    let batched = run("batched/", &["--seed", "1", "--executor", "batched"]);
-    assert_eq!(batched.len(), first.len());
-    for (a, b) in batched.iter().zip(&first) {
-        assert!(
-            a.iter().zip(b).all(|(x, y)| x.abs_diff(*y) <= 2),
-            "batched frames differ from serial"
         );
     }
     assert_ne!(

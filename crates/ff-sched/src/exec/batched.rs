@@ -2,11 +2,16 @@
 //! nodes as one forward ([`Runner::run_batch`]). Waves are the graph's dependency layers (a node's
 //! layer is one more than its deepest dependency's), split by model (planner / renderer) and by
 //! frame count (a shorter last chunk is batched apart); for
-//! FlashForward they are the planner chain and then the wavefront's anti-diagonals, so the whole
-//! generation takes `R_FF` forwards (HiAR: `R_HiAR`). Nodes of one wave never read what another
-//! publishes; all reads of a wave happen before its publishes.
+//! FlashForward they are the planner chain and then the wavefront's anti-diagonals (`R_FF` waves;
+//! HiAR: `R_HiAR`). A wave runs as one forward per context size: the nodes of a warm-up diagonal
+//! read fewer history chunks the earlier they are, and padding their keys would change the float
+//! summation order, so those diagonals split (L = 81: 60 forwards for FlashForward's 45 waves);
+//! every later diagonal is one forward, and the result is bit-identical to the serial executor.
+//! Nodes of one wave never read what another publishes; all reads of a wave happen before its
+//! publishes.
 
 use super::{Execution, Runner};
+use crate::bank::Entry;
 use crate::bank::{Banks, bank_plan};
 use crate::error::{Result, SchedError};
 use crate::schedule::{Graph, Node, NodeId};
@@ -30,7 +35,7 @@ pub fn waves(graph: &Graph) -> Vec<Vec<NodeId>> {
 /// Runs `graph` wave by wave on one worker.
 pub fn execute_batched<R: Runner>(graph: &Graph, mut runner: R) -> Result<Execution<R::Latent>> {
     let plan = bank_plan(graph, &Placement::serial()).remove(0);
-    let mut banks = Banks::new(graph, &plan);
+    let mut banks: Banks<R::Kv> = Banks::new(graph, &plan);
     let mut uses = vec![0usize; graph.nodes.len()];
     for s in graph.nodes.iter().filter_map(|n| n.source) {
         uses[s] += 1;
@@ -39,7 +44,19 @@ pub fn execute_batched<R: Runner>(graph: &Graph, mut runner: R) -> Result<Execut
     let (mut outputs, mut spans, mut peak, mut forwards) = (Vec::new(), Vec::new(), 0, 0);
     let start = Instant::now();
     for wave in waves(graph) {
-        let nodes: Vec<&Node> = wave.iter().map(|&id| &graph.nodes[id]).collect();
+        let mut ordered: Vec<&Node> = wave.iter().map(|&id| &graph.nodes[id]).collect();
+        // One forward per context size (bytes of the entries read): padding keys would change the
+        // float summation order
+        // and break bit-identity with the serial executor (only warm-up diagonals split).
+        let length = |n: &Node| banks.segments(&n.reads).map(|r| r.iter().map(|e| e.bytes()).sum::<usize>());
+        let mut lengths = Vec::with_capacity(ordered.len());
+        for n in &ordered {
+            lengths.push(length(n)?);
+        }
+        let mut keyed: Vec<(usize, &Node)> = lengths.into_iter().zip(ordered.drain(..)).collect();
+        keyed.sort_by_key(|(len, n)| (*len, n.id));
+        let groups = keyed.chunk_by(|a, b| a.0 == b.0).map(|g| g.iter().map(|(_, n)| *n).collect::<Vec<&Node>>()).collect::<Vec<_>>();
+        for nodes in groups {
         let t0 = start.elapsed().as_secs_f64();
         let results = {
             let sources = nodes
@@ -74,6 +91,7 @@ pub fn execute_batched<R: Runner>(graph: &Graph, mut runner: R) -> Result<Execut
             if uses[node.id] > 0 {
                 latents[node.id] = Some(x0);
             }
+        }
         }
         peak = peak.max(banks.bytes());
     }

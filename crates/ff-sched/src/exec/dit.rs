@@ -137,10 +137,8 @@ impl<B: Backend> Runner for DitRunner<B> {
             return Err(SchedError::Worker { worker: 0, reason: format!("batch at node {first} mixes models or frame counts") });
         }
         let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
-        let [_, _, _, h, w] = inputs[0].dims();
         let (model, text) = self.model(nodes[0]);
-        let [_, ph, pw] = model.config().patch_size;
-        let ctx = BatchContext::new(reads, frames * (h / ph) * (w / pw), &self.device);
+        let ctx = BatchContext::new(reads, first)?;
         let layouts: Vec<FrameLayout> = nodes.iter().map(|n| FrameLayout::frames(n.positions.clone(), Role::Base)).collect();
         let timesteps: Vec<Vec<f64>> = nodes.iter().map(|n| n.timesteps.clone()).collect();
         let out = model

@@ -83,12 +83,9 @@ fn batched_diagonal_matches_serial() {
         let noise = NoiseSpec { seed: 3, channels: model.config().in_channels, height: SIDE, width: SIDE };
         let graph = kind.build(&c).unwrap();
         let batched = execute_batched(&graph, DitRunner::new(&model, text.clone(), &c, noise)).unwrap();
-        assert_eq!(batched.forwards, crate::sim::rounds(&graph));
-        let got = video(&batched);
-        // batched matmuls and the padded, masked keys round differently: equal to float rounding
-        let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-        let diff = want.iter().zip(&got).fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
-        assert!(diff <= 1e-5 * scale, "{kind}: max diff {diff} (scale {scale})");
+        assert!(batched.forwards < graph.nodes.len(), "{kind}: nodes are batched");
+        // same keys in the same order per node, no padding: bit-identical to serial
+        assert_eq!(want, video(&batched), "{kind}");
     }
 }
 

@@ -130,15 +130,14 @@ fn batched_waves_reproduce_serial_in_r_forwards() {
             let serial = run(&g, Placement::serial()).unwrap();
             let batched = execute_batched(&g, Hashing { fail_at: None }).unwrap();
             assert_eq!(batched.outputs, serial.outputs, "{kind} L={latents}");
-            // every wave is one forward: the graph's rounds on one worker per stage (a shorter
-            // last chunk is batched apart, at most once per stage)
+            // one forward per wave (the graph's rounds on one worker per stage), split only where
+            // nodes read contexts of different sizes: the warm-up diagonals, whose chunks have
+            // fewer than H predecessors (at most H + 1 sizes per stage), and a shorter last chunk
             if matches!(kind, ScheduleKind::FlashForward | ScheduleKind::Hiar) {
                 let rounds = crate::sim::rounds(&g);
-                if latents % 3 == 0 {
-                    assert_eq!(batched.forwards, rounds, "{kind} L={latents}");
-                } else {
-                    assert!(batched.forwards <= rounds + 4, "{kind} L={latents}");
-                }
+                let (history, stages) = (g.contract.config.history, g.contract.stages());
+                let extra = batched.forwards - rounds;
+                assert!(batched.forwards >= rounds && extra <= (history + 2) * stages, "{kind} L={latents}: {extra} extra");
             }
         }
     }
