@@ -39,8 +39,21 @@ impl ContractArgs {
         Ok(Contract::new(config)?)
     }
 
-    pub fn graph(&self, schedule: ScheduleKind) -> anyhow::Result<Graph> {
-        Ok(schedule.build(&self.contract()?)?)
+}
+
+/// A schedule and its contract: the graph `plan` and `simulate` work on.
+#[derive(clap::Args, Debug)]
+pub struct GraphArgs {
+    /// flashforward, self-forcing, hiar, n-c-causal-rcm or bidirectional.
+    #[arg(long, value_parser = parse_schedule)]
+    pub schedule: ScheduleKind,
+    #[command(flatten)]
+    pub contract: ContractArgs,
+}
+
+impl GraphArgs {
+    pub fn graph(&self) -> anyhow::Result<Graph> {
+        Ok(self.schedule.build(&self.contract.contract()?)?)
     }
 }
 
@@ -51,11 +64,8 @@ pub fn parse_schedule(s: &str) -> Result<ScheduleKind, String> {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// flashforward, self-forcing, hiar, n-c-causal-rcm or bidirectional.
-    #[arg(long, value_parser = parse_schedule)]
-    pub schedule: ScheduleKind,
     #[command(flatten)]
-    pub contract: ContractArgs,
+    pub graph: GraphArgs,
     /// Also report K/V bank bytes per device for this model preset (tiny, small, 1.3b, 14b).
     #[arg(long)]
     pub model: Option<String>,
@@ -86,7 +96,7 @@ fn bank_report(args: &Args, graph: &Graph, preset: &str) -> anyhow::Result<serde
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let graph = args.contract.graph(args.schedule)?;
+    let graph = args.graph.graph()?;
     let c = &graph.contract;
     let counts = graph.counts();
     let mut report = serde_json::json!({

@@ -1,18 +1,14 @@
 //! `flashforward simulate`: discrete-event replay of a schedule's graph (see `ff_sched::sim`).
 
-use super::plan::{ContractArgs, parse_schedule};
-use ff_sched::ScheduleKind;
+use super::plan::GraphArgs;
 use ff_sched::sim::{CostModel, simulate};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// flashforward, self-forcing, hiar, n-c-causal-rcm or bidirectional.
-    #[arg(long, value_parser = parse_schedule)]
-    pub schedule: ScheduleKind,
     #[command(flatten)]
-    pub contract: ContractArgs,
+    pub graph: GraphArgs,
     /// Stage-worker devices (stage k runs on device k mod N).
     #[arg(long, default_value_t = 4)]
     pub devices: usize,
@@ -31,7 +27,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let graph = args.contract.graph(args.schedule)?;
+    let graph = args.graph.graph()?;
     let cost = CostModel { forward_seconds: args.forward_seconds, planner_devices: args.planner_devices };
     let sim = simulate(&graph, args.devices, cost)?;
     if let Some(path) = &args.trace {
