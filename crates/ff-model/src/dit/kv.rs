@@ -57,25 +57,16 @@ impl<B: Backend> ChunkKv<B> {
             .sum()
     }
 
-    /// Concatenates several published entries along tokens, layer by layer.
-    pub fn cat(parts: &[&ChunkKv<B>]) -> Self {
-        Self::per_layer(parts, LayerKv::cat)
-    }
-
     /// Stacks entries of equal size along the batch dimension (batched forwards).
     pub fn stack(parts: &[&ChunkKv<B>]) -> Self {
-        Self::per_layer(parts, LayerKv::stack)
+        let layers = parts.first().map_or(0, |p| p.layers.len());
+        Self { layers: (0..layers).map(|l| LayerKv::stack(parts.iter().map(|p| p.layers[l].clone()).collect())).collect() }
     }
 
     /// Batch element `b` of every layer.
     pub fn batch_element(&self, b: usize) -> Self {
         let pick = |t: &Tensor<B, 4>| t.clone().narrow(0, b, 1);
         Self { layers: self.layers.iter().map(|l| LayerKv { k: pick(&l.k), v: pick(&l.v) }).collect() }
-    }
-
-    fn per_layer(parts: &[&ChunkKv<B>], join: fn(Vec<LayerKv<B>>) -> LayerKv<B>) -> Self {
-        let layers = parts.first().map_or(0, |p| p.layers.len());
-        Self { layers: (0..layers).map(|l| join(parts.iter().map(|p| p.layers[l].clone()).collect())).collect() }
     }
 }
 

@@ -23,14 +23,6 @@ impl FrameLayout {
         Self { positions, roles }
     }
 
-    /// Joins layouts in sequence order (packed sequences).
-    pub fn concat(parts: &[FrameLayout]) -> Self {
-        Self {
-            positions: parts.iter().flat_map(|p| p.positions.iter().copied()).collect(),
-            roles: parts.iter().flat_map(|p| p.roles.iter().copied()).collect(),
-        }
-    }
-
     pub fn len(&self) -> usize {
         self.positions.len()
     }

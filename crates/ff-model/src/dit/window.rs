@@ -67,25 +67,6 @@ impl<B: Backend> KvWindow<B> {
         self.valid[slot] = true;
     }
 
-    /// Marks a slot as not to be read (e.g. an anchor window change, an ablation).
-    pub fn invalidate(&mut self, slot: usize) {
-        self.valid[slot] = false;
-    }
-
-    /// Reads slot `slot` back as a published entry of `tokens` tokens.
-    pub fn entry(&self, slot: usize, tokens: usize) -> ChunkKv<B> {
-        let range = self.slot_range(slot, tokens);
-        let layers = self
-            .layers
-            .iter()
-            .map(|l| {
-                let l = l.lock().expect("window lock");
-                LayerKv { k: l.k.clone().slice([0..l.k.dims()[0], 0..l.k.dims()[1], range.clone()]), v: l.v.clone().slice([0..l.v.dims()[0], 0..l.v.dims()[1], range.clone()]) }
-            })
-            .collect();
-        ChunkKv { layers }
-    }
-
     /// The valid key range: a prefix view when the valid slots are a prefix, else the whole
     /// buffer with the invalid slots masked.
     fn view(&self, kv: &LayerKv<B>, queries: usize) -> Keys<B> {
