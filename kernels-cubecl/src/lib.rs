@@ -6,12 +6,18 @@
 //! when no mask is given and NdArray as the reference path; every model forward goes through
 //! this one function, so a custom masked block-causal kernel plugs in here for all callers.
 
+mod backend;
+mod table;
+
+pub use backend::AttentionBackend;
+pub use table::{BlockTable, QueryGroup};
+
 use burn::tensor::module::attention as burn_attention;
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Bool, Tensor, backend::Backend};
+use burn::tensor::{Bool, Tensor};
 
 /// Scaled dot-product attention (scale `1/sqrt(head_dim)`), softmax over keys.
-pub fn attention<B: Backend>(q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>, mask: Option<Tensor<B, 4, Bool>>) -> Tensor<B, 4> {
+pub fn attention<B: AttentionBackend>(q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>, mask: Option<Tensor<B, 4, Bool>>) -> Tensor<B, 4> {
     let [b, h, nq, _] = q.dims();
     let nk = k.dims()[2];
     let mask = mask.map(|m| m.expand([b, h, nq, nk]));

@@ -4,10 +4,10 @@
 
 use burn::backend::NdArray;
 use burn::tensor::TensorData;
+use ff_model::ModelError;
 use ff_model::dit::{DitConfig, WanDit};
 use ff_model::fixture::{FixtureMeta, check_dit_model};
 use ff_model::load::read_tensors;
-use ff_model::ModelError;
 use ff_tests::fixtures_dir;
 use safetensors::Dtype;
 use std::collections::BTreeMap;
@@ -84,7 +84,11 @@ fn sharded_checkpoint_with_index_loads_like_one_file() {
     for (i, (k, v)) in weights.iter().enumerate() {
         let shard = if i % 2 == 0 { "model-00001-of-00002.safetensors" } else { "model-00002-of-00002.safetensors" };
         map.insert(k.clone(), shard.into());
-        if i % 2 == 0 { a.insert(k.clone(), raw(v, Dtype::F32)) } else { b.insert(k.clone(), raw(v, Dtype::F32)) };
+        if i % 2 == 0 {
+            a.insert(k.clone(), raw(v, Dtype::F32))
+        } else {
+            b.insert(k.clone(), raw(v, Dtype::F32))
+        };
     }
     write(&dir.join("model-00001-of-00002.safetensors"), &a);
     write(&dir.join("model-00002-of-00002.safetensors"), &b);

@@ -3,7 +3,7 @@
 //! one backend and its devices; [`dispatch`] runs a backend-generic task on it.
 
 use anyhow::{Context, bail};
-use burn::tensor::backend::Backend;
+use ff_model::AttentionBackend;
 use std::str::FromStr;
 
 pub type CpuBackend = burn::backend::NdArray;
@@ -57,7 +57,7 @@ impl DeviceSpec {
 /// A computation generic over the backend, run by [`dispatch`] on the selected devices.
 pub trait BackendTask {
     type Output;
-    fn run<B: Backend>(self, devices: Vec<B::Device>) -> anyhow::Result<Self::Output>;
+    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> anyhow::Result<Self::Output>;
 }
 
 /// Runs `task` on the backend and devices of `spec` in `precision`; a backend this binary was
@@ -74,8 +74,8 @@ pub fn dispatch<T: BackendTask>(spec: &DeviceSpec, precision: Precision, task: T
 #[cfg(feature = "cuda")]
 mod cuda {
     use super::{BackendTask, Precision};
-    use burn::backend::cuda::CudaDevice;
     use burn::backend::Cuda;
+    use burn::backend::cuda::CudaDevice;
 
     pub fn dispatch<T: BackendTask>(ids: &[usize], precision: Precision, task: T) -> anyhow::Result<T::Output> {
         // A missing driver is a panic inside Burn's device thread: probe for it first.
@@ -95,7 +95,9 @@ mod cuda {
     use super::{BackendTask, Precision};
 
     pub fn dispatch<T: BackendTask>(ids: &[usize], _: Precision, _: T) -> anyhow::Result<T::Output> {
-        anyhow::bail!("cuda:{ids:?} requested, but this binary was built without the `cuda` feature (cargo build --release --features cuda)")
+        anyhow::bail!(
+            "cuda:{ids:?} requested, but this binary was built without the `cuda` feature (cargo build --release --features cuda)"
+        )
     }
 }
 
@@ -141,7 +143,7 @@ mod tests {
         struct Nothing;
         impl BackendTask for Nothing {
             type Output = ();
-            fn run<B: Backend>(self, _: Vec<B::Device>) -> anyhow::Result<()> {
+            fn run<B: AttentionBackend>(self, _: Vec<B::Device>) -> anyhow::Result<()> {
                 Ok(())
             }
         }

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use indicatif::{ProgressBar, ProgressStyle};
 
-const TEMPLATE: &str =
-    "{spinner} [{elapsed_precise}] {bar:32} {pos}/{len} chunks | {msg} | ETA {eta}";
+const TEMPLATE: &str = "{spinner} [{elapsed_precise}] {bar:32} {pos}/{len} chunks | {msg} | ETA {eta}";
 
 /// A progress bar over the chunks of one video, drawn on stderr (hidden when stderr is not a
 /// terminal).
@@ -28,18 +27,13 @@ impl ChunkProgress {
     fn with_bar(bar: ProgressBar) -> Self {
         bar.set_style(ProgressStyle::with_template(TEMPLATE).expect("valid progress template"));
         bar.set_message(rate_message(0, Duration::ZERO));
-        Self {
-            bar,
-            started: Instant::now(),
-            latents: 0,
-        }
+        Self { bar, started: Instant::now(), latents: 0 }
     }
 
     /// Records one finished chunk of `latents` latent frames.
     pub fn chunk_done(&mut self, latents: usize) {
         self.latents += latents;
-        self.bar
-            .set_message(rate_message(self.latents, self.started.elapsed()));
+        self.bar.set_message(rate_message(self.latents, self.started.elapsed()));
         self.bar.inc(1);
     }
 
@@ -62,11 +56,7 @@ impl ChunkProgress {
 
 fn rate_message(latents: usize, elapsed: Duration) -> String {
     let seconds = elapsed.as_secs_f64();
-    let rate = if seconds > 0.0 {
-        latents as f64 / seconds
-    } else {
-        0.0
-    };
+    let rate = if seconds > 0.0 { latents as f64 / seconds } else { 0.0 };
     format!("{rate:.2} latents/s")
 }
 
@@ -75,9 +65,7 @@ fn rate_message(latents: usize, elapsed: Duration) -> String {
 /// exits at once with status 130 (video outputs on disk still hold every finished chunk).
 pub fn install_interrupt_flag() -> Result<Arc<AtomicBool>> {
     static FLAG: Mutex<Option<Arc<AtomicBool>>> = Mutex::new(None);
-    let mut slot = FLAG
-        .lock()
-        .map_err(|_| anyhow!("interrupt flag lock poisoned"))?;
+    let mut slot = FLAG.lock().map_err(|_| anyhow!("interrupt flag lock poisoned"))?;
     if let Some(flag) = slot.as_ref() {
         return Ok(Arc::clone(flag));
     }
@@ -101,10 +89,7 @@ mod tests {
     #[test]
     fn rate_is_latents_over_elapsed_time() {
         assert_eq!(rate_message(6, Duration::from_secs(2)), "3.00 latents/s");
-        assert_eq!(
-            rate_message(3, Duration::from_millis(400)),
-            "7.50 latents/s"
-        );
+        assert_eq!(rate_message(3, Duration::from_millis(400)), "7.50 latents/s");
         assert_eq!(rate_message(0, Duration::ZERO), "0.00 latents/s");
     }
 
@@ -124,15 +109,9 @@ mod tests {
     #[test]
     fn ctrl_c_sets_the_flag_once_installed() {
         let flag = install_interrupt_flag().unwrap();
-        assert!(
-            Arc::ptr_eq(&flag, &install_interrupt_flag().unwrap()),
-            "one handler per process"
-        );
+        assert!(Arc::ptr_eq(&flag, &install_interrupt_flag().unwrap()), "one handler per process");
         assert!(!flag.load(Ordering::SeqCst));
-        let status = std::process::Command::new("kill")
-            .args(["-INT", &std::process::id().to_string()])
-            .status()
-            .unwrap();
+        let status = std::process::Command::new("kill").args(["-INT", &std::process::id().to_string()]).status().unwrap();
         assert!(status.success());
         // The handler runs on ctrlc's thread; wait for it (bounded, not a timing assertion).
         let deadline = Instant::now() + Duration::from_secs(30);

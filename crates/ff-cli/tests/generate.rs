@@ -14,9 +14,7 @@ use std::process::{Command, Output};
 use image::AnimationDecoder;
 use image::codecs::gif::GifDecoder;
 
-const WORDS: [&str; 12] = [
-    "<pad>", "</s>", "<unk>", "a", "red", "fox", "runs", "in", "the", "snow", "at", "night",
-];
+const WORDS: [&str; 12] = ["<pad>", "</s>", "<unk>", "a", "red", "fox", "runs", "in", "the", "snow", "at", "night"];
 /// umT5 sizes: d_model must equal the fixture DiT's text_dim.
 const D_MODEL: usize = 24;
 const HEADS: usize = 3;
@@ -36,8 +34,7 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("ff-generate-e2e-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("ff-generate-e2e-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         Self(dir)
@@ -98,43 +95,22 @@ fn write_umt5(dir: &Path) {
     let mut tensors = Vec::new();
     let mut add = |name: String, shape: Vec<usize>, scale: f32| {
         let n = shape.iter().product();
-        let values = if scale == 0.0 {
-            vec![1.0; n]
-        } else {
-            random(n, tensors.len() as u64 + 1, scale)
-        };
+        let values = if scale == 0.0 { vec![1.0; n] } else { random(n, tensors.len() as u64 + 1, scale) };
         tensors.push((name, shape, values));
     };
     add("shared.weight".into(), vec![WORDS.len(), D_MODEL], 1.0);
     for i in 0..LAYERS {
         let attn = format!("encoder.block.{i}.layer.0.SelfAttention");
-        for (w, shape) in [
-            ("q", [inner, D_MODEL]),
-            ("k", [inner, D_MODEL]),
-            ("v", [inner, D_MODEL]),
-            ("o", [D_MODEL, inner]),
-        ] {
+        for (w, shape) in [("q", [inner, D_MODEL]), ("k", [inner, D_MODEL]), ("v", [inner, D_MODEL]), ("o", [D_MODEL, inner])] {
             add(format!("{attn}.{w}.weight"), shape.to_vec(), 0.2);
         }
-        add(
-            format!("{attn}.relative_attention_bias.weight"),
-            vec![BUCKETS, HEADS],
-            0.5,
-        );
-        add(
-            format!("encoder.block.{i}.layer.0.layer_norm.weight"),
-            vec![D_MODEL],
-            0.0,
-        );
+        add(format!("{attn}.relative_attention_bias.weight"), vec![BUCKETS, HEADS], 0.5);
+        add(format!("encoder.block.{i}.layer.0.layer_norm.weight"), vec![D_MODEL], 0.0);
         let ffn = format!("encoder.block.{i}.layer.1.DenseReluDense");
         add(format!("{ffn}.wi_0.weight"), vec![D_FF, D_MODEL], 0.2);
         add(format!("{ffn}.wi_1.weight"), vec![D_FF, D_MODEL], 0.2);
         add(format!("{ffn}.wo.weight"), vec![D_MODEL, D_FF], 0.2);
-        add(
-            format!("encoder.block.{i}.layer.1.layer_norm.weight"),
-            vec![D_MODEL],
-            0.0,
-        );
+        add(format!("encoder.block.{i}.layer.1.layer_norm.weight"), vec![D_MODEL], 0.0);
     }
     add("encoder.final_layer_norm.weight".into(), vec![D_MODEL], 0.0);
     write_safetensors(&dir.join("model.safetensors"), &tensors);
@@ -142,11 +118,7 @@ fn write_umt5(dir: &Path) {
 
 /// A word-level `tokenizer.json` shaped like umT5's: `<pad>` = 0, `</s>` = 1 appended.
 fn tokenizer_json() -> String {
-    let vocab: serde_json::Map<String, serde_json::Value> = WORDS
-        .iter()
-        .enumerate()
-        .map(|(i, w)| (w.to_string(), i.into()))
-        .collect();
+    let vocab: serde_json::Map<String, serde_json::Value> = WORDS.iter().enumerate().map(|(i, w)| (w.to_string(), i.into())).collect();
     let seq = |id: &str| serde_json::json!({"Sequence": {"id": id, "type_id": 0}});
     let eos = serde_json::json!({"SpecialToken": {"id": "</s>", "type_id": 0}});
     serde_json::json!({
@@ -166,37 +138,18 @@ fn tokenizer_json() -> String {
 
 /// Config objects of the fixture folders' `meta.json`.
 fn fixture_config(name: &str) -> serde_json::Value {
-    let meta: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(fixtures().join(name).join("meta.json")).unwrap())
-            .unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&fs::read_to_string(fixtures().join(name).join("meta.json")).unwrap()).unwrap();
     meta["config"].clone()
 }
 
 /// A Wan2.1-Diffusers-style model directory.
 fn diffusers_dir(root: &Path) {
     let dit = fixtures().join("wan_dit_tiny");
-    write(
-        &root.join("model_index.json"),
-        r#"{"_class_name": "WanPipeline"}"#,
-    );
-    write(
-        &root.join("transformer/config.json"),
-        fixture_config("wan_dit_tiny").to_string(),
-    );
-    fs::copy(
-        dit.join("weights_diffusers.safetensors"),
-        root.join("transformer/diffusion_pytorch_model.safetensors"),
-    )
-    .unwrap();
-    write(
-        &root.join("vae/config.json"),
-        fixture_config("wan_vae_tiny").to_string(),
-    );
-    fs::copy(
-        fixtures().join("wan_vae_tiny/weights_diffusers.safetensors"),
-        root.join("vae/diffusion_pytorch_model.safetensors"),
-    )
-    .unwrap();
+    write(&root.join("model_index.json"), r#"{"_class_name": "WanPipeline"}"#);
+    write(&root.join("transformer/config.json"), fixture_config("wan_dit_tiny").to_string());
+    fs::copy(dit.join("weights_diffusers.safetensors"), root.join("transformer/diffusion_pytorch_model.safetensors")).unwrap();
+    write(&root.join("vae/config.json"), fixture_config("wan_vae_tiny").to_string());
+    fs::copy(fixtures().join("wan_vae_tiny/weights_diffusers.safetensors"), root.join("vae/diffusion_pytorch_model.safetensors")).unwrap();
     write_umt5(&root.join("text_encoder"));
     write(&root.join("tokenizer/tokenizer.json"), tokenizer_json());
 }
@@ -210,15 +163,8 @@ fn wan_dir(root: &Path) {
         "qk_norm": true, "cross_attn_norm": true, "eps": 1e-6, "window_size": [-1, -1]
     });
     write(&root.join("config.json"), config.to_string());
-    fs::copy(
-        fixtures().join("wan_dit_tiny/weights_wan.safetensors"),
-        root.join("diffusion_pytorch_model.safetensors"),
-    )
-    .unwrap();
-    write(
-        &root.join("google/umt5-xxl/tokenizer.json"),
-        tokenizer_json(),
-    );
+    fs::copy(fixtures().join("wan_dit_tiny/weights_wan.safetensors"), root.join("diffusion_pytorch_model.safetensors")).unwrap();
+    write(&root.join("google/umt5-xxl/tokenizer.json"), tokenizer_json());
 }
 
 struct Models {
@@ -230,19 +176,10 @@ struct Models {
 
 fn models(name: &str) -> Models {
     let scratch = Scratch::new(name);
-    let (diffusers, wan, out) = (
-        scratch.0.join("diffusers"),
-        scratch.0.join("wan"),
-        scratch.0.join("out"),
-    );
+    let (diffusers, wan, out) = (scratch.0.join("diffusers"), scratch.0.join("wan"), scratch.0.join("out"));
     diffusers_dir(&diffusers);
     wan_dir(&wan);
-    Models {
-        _scratch: scratch,
-        diffusers,
-        wan,
-        out,
-    }
+    Models { _scratch: scratch, diffusers, wan, out }
 }
 
 impl Models {
@@ -253,9 +190,7 @@ impl Models {
             "--model-dir",
             self.wan.to_str().unwrap(),
             "--vae",
-            d.join("vae/diffusion_pytorch_model.safetensors")
-                .to_str()
-                .unwrap(),
+            d.join("vae/diffusion_pytorch_model.safetensors").to_str().unwrap(),
             "--vae-config",
             d.join("vae/config.json").to_str().unwrap(),
             "--text-encoder",
@@ -281,21 +216,14 @@ fn generate(args: &[String]) -> Output {
         }
     }
     all.extend(args.iter().map(String::as_str));
-    let out = Command::new(env!("CARGO_BIN_EXE_flashforward"))
-        .args(&all)
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(&all).output().unwrap();
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     out
 }
 
 fn succeeds(args: &[String]) -> String {
     let out = generate(args);
-    assert!(
-        out.status.success(),
-        "generate {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "generate {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
@@ -311,15 +239,9 @@ fn args(list: &[&str]) -> Vec<String> {
 
 /// The PNG frames of a frame directory, in order.
 fn png_frames(dir: &Path) -> Vec<Vec<u8>> {
-    let mut names: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut names: Vec<PathBuf> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     names.sort();
-    names
-        .iter()
-        .map(|p| image::open(p).unwrap().to_rgb8().into_raw())
-        .collect()
+    names.iter().map(|p| image::open(p).unwrap().to_rgb8().into_raw()).collect()
 }
 
 #[test]
@@ -328,40 +250,18 @@ fn generates_mp4_gif_and_frames_deterministically() {
     // Diffusers layout, MP4: 7 latents -> 25 frames.
     let d = m.diffusers.to_str().unwrap();
     let mp4 = m.out.join("fox.mp4");
-    let log = succeeds(&args(&[
-        "--model-dir",
-        d,
-        "--latents",
-        "7",
-        "--seed",
-        "1",
-        "--out",
-        mp4.to_str().unwrap(),
-    ]));
-    assert!(
-        log.contains("denoising path") && log.contains("TTFF") && log.contains("total with VAE"),
-        "{log}"
-    );
+    let log = succeeds(&args(&["--model-dir", d, "--latents", "7", "--seed", "1", "--out", mp4.to_str().unwrap()]));
+    assert!(log.contains("denoising path") && log.contains("TTFF") && log.contains("total with VAE"), "{log}");
     let size = fs::metadata(&mp4).unwrap().len();
-    let mut reader =
-        mp4::Mp4Reader::read_header(BufReader::new(File::open(&mp4).unwrap()), size).unwrap();
+    let mut reader = mp4::Mp4Reader::read_header(BufReader::new(File::open(&mp4).unwrap()), size).unwrap();
     let track = reader.tracks().values().next().unwrap();
-    assert_eq!(
-        (track.sample_count(), track.width(), track.height()),
-        (25, 16, 16)
-    );
+    assert_eq!((track.sample_count(), track.width(), track.height()), (25, 16, 16));
     let id = track.track_id();
-    assert!(
-        reader.read_sample(id, 25).unwrap().is_some(),
-        "the last frame is in the file"
-    );
+    assert!(reader.read_sample(id, 25).unwrap().is_some(), "the last frame is in the file");
 
     // Wan layout + flags, GIF from --seconds 1.5 = 24 frames, rounded up to 25 (7 latents).
     let log = succeeds(&m.wan_args("fox.gif", &["--seconds", "1.5", "--seed", "1"]));
-    assert!(
-        log.contains("requested 24 frames; rounded up to 25 frames = 7 latents"),
-        "{log}"
-    );
+    assert!(log.contains("requested 24 frames; rounded up to 25 frames = 7 latents"), "{log}");
     let gif = GifDecoder::new(BufReader::new(File::open(m.out.join("fox.gif")).unwrap())).unwrap();
     let frames = gif.into_frames().collect_frames().unwrap();
     assert_eq!(frames.len(), 25);
@@ -380,32 +280,14 @@ fn generates_mp4_gif_and_frames_deterministically() {
     assert!(log.contains("encoded on the CPU"), "{log}");
     let first = png_frames(&m.out.join("seed1/"));
     assert_eq!(first.len(), 17);
-    assert!(
-        first.iter().any(|f| f != &first[0]),
-        "the video is not one still frame"
-    );
+    assert!(first.iter().any(|f| f != &first[0]), "the video is not one still frame");
     let log = succeeds(&m.wan_args("again/", &[&["--latents", "5"][..], &cached].concat()));
     assert!(log.contains("from the prompt cache"), "{log}");
-    assert_eq!(
-        png_frames(&m.out.join("again/")),
-        first,
-        "same seed, same frames (and the cached prompt is the encoded one)"
-    );
+    assert_eq!(png_frames(&m.out.join("again/")), first, "same seed, same frames (and the cached prompt is the encoded one)");
     for executor in ["wavefront", "streaming", "batched"] {
-        assert_eq!(
-            run(
-                &format!("{executor}/"),
-                &["--seed", "1", "--executor", executor]
-            ),
-            first,
-            "{executor}"
-        );
+        assert_eq!(run(&format!("{executor}/"), &["--seed", "1", "--executor", executor]), first, "{executor}");
     }
-    assert_ne!(
-        run("seed2/", &["--seed", "2"]),
-        first,
-        "another seed, another video"
-    );
+    assert_ne!(run("seed2/", &["--seed", "2"]), first, "another seed, another video");
     // The baselines run through the same command.
     for schedule in ["self-forcing", "hiar", "bidirectional"] {
         let frames = run(&format!("{schedule}/"), &["--schedule", schedule]);
@@ -429,20 +311,14 @@ fn refuses_bad_requests_with_clear_errors() {
 
     // Devices: CUDA in this CPU-only build, and unknown names.
     let err = fails(&base(&["--devices", "cuda:0"]));
-    assert!(
-        err.contains("cuda:[0]") && err.contains("without the `cuda` feature"),
-        "{err}"
-    );
+    assert!(err.contains("cuda:[0]") && err.contains("without the `cuda` feature"), "{err}");
     let err = fails(&base(&["--devices", "tpu:0"]));
     assert!(err.contains("unknown device 'tpu:0'"), "{err}");
 
     // Prompts over 512 tokens.
     let long = vec!["fox"; 600].join(" ");
     let err = fails(&[base(&[]), args(&["--prompt", &long])].concat());
-    assert!(
-        err.contains("601 tokens") && err.contains("at most 512"),
-        "{err}"
-    );
+    assert!(err.contains("601 tokens") && err.contains("at most 512"), "{err}");
 
     // A memory limit the estimate does not fit.
     let err = fails(&base(&["--memory-limit", "0.0001"]));
@@ -455,52 +331,25 @@ fn refuses_bad_requests_with_clear_errors() {
 
     // Frame sizes the VAE and patch cannot make.
     let err = fails(&[base(&[]), args(&["--height", "24"])].concat());
-    assert!(
-        err.contains("--height 24 must be a positive multiple of 16"),
-        "{err}"
-    );
+    assert!(err.contains("--height 24 must be a positive multiple of 16"), "{err}");
 
     // Mismatched files: an encoder whose width is not the DiT's text_dim.
     let config = m.diffusers.join("text_encoder/config.json");
-    let wide = fs::read_to_string(&config)
-        .unwrap()
-        .replace("\"d_model\":24", "\"d_model\":32");
+    let wide = fs::read_to_string(&config).unwrap().replace("\"d_model\":24", "\"d_model\":32");
     write(&config, wide);
     let err = fails(&m.wan_args("x.mp4", &["--latents", "4"]));
-    assert!(
-        err.contains("mismatched model files") && err.contains("text_encoder/config.json"),
-        "{err}"
-    );
+    assert!(err.contains("mismatched model files") && err.contains("text_encoder/config.json"), "{err}");
     // Weights that do not fit their config name the file and the tensor.
-    write(
-        &config,
-        fs::read_to_string(&config)
-            .unwrap()
-            .replace("\"d_model\":32", "\"d_model\":24")
-            .replace("\"d_ff\":40", "\"d_ff\":48"),
-    );
+    write(&config, fs::read_to_string(&config).unwrap().replace("\"d_model\":32", "\"d_model\":24").replace("\"d_ff\":40", "\"d_ff\":48"));
     let err = fails(&m.wan_args("x.mp4", &["--latents", "4"]));
-    assert!(
-        err.contains("model.safetensors") && err.contains("DenseReluDense"),
-        "{err}"
-    );
+    assert!(err.contains("model.safetensors") && err.contains("DenseReluDense"), "{err}");
 
     // A missing file is named with where it was looked for.
     fs::remove_file(m.diffusers.join("vae/diffusion_pytorch_model.safetensors")).unwrap();
     fs::remove_dir_all(m.diffusers.join("tokenizer")).unwrap();
     let err = fails(&base(&[]));
-    assert!(
-        err.contains("tokenizer: not found in --model-dir")
-            && err.contains("tokenizer/tokenizer.json"),
-        "{err}"
-    );
-    assert!(
-        err.contains("vae: not found") && err.contains("vae/diffusion_pytorch_model.safetensors"),
-        "{err}"
-    );
+    assert!(err.contains("tokenizer: not found in --model-dir") && err.contains("tokenizer/tokenizer.json"), "{err}");
+    assert!(err.contains("vae: not found") && err.contains("vae/diffusion_pytorch_model.safetensors"), "{err}");
     let err = fails(&base(&["--vae", "/nonexistent/vae.pth"]));
-    assert!(
-        err.contains("vae: /nonexistent/vae.pth does not exist"),
-        "{err}"
-    );
+    assert!(err.contains("vae: /nonexistent/vae.pth does not exist"), "{err}");
 }

@@ -25,8 +25,20 @@ fn plan_counts_at_81_latents() {
 #[test]
 fn simulate_streaming_planner() {
     let v = json(&[
-        "simulate", "--schedule", "flashforward", "--latents", "81", "--stages", "4", "--devices", "4",
-        "--forward-seconds", "0.5", "--planner-devices", "1", "--json",
+        "simulate",
+        "--schedule",
+        "flashforward",
+        "--latents",
+        "81",
+        "--stages",
+        "4",
+        "--devices",
+        "4",
+        "--forward-seconds",
+        "0.5",
+        "--planner-devices",
+        "1",
+        "--json",
     ]);
     assert_eq!(v["rounds"], 35.0);
     assert_eq!(v["seconds"], 17.5);

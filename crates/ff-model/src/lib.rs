@@ -16,4 +16,5 @@ pub mod dit;
 pub mod lora;
 
 pub use dit::{DitConfig, WanDit};
+pub use kernels_cubecl::AttentionBackend;
 pub use lora::{LoraConfig, Role};

@@ -1,1 +1,12 @@
-//! placeholder
+//! FlashForward training: latent-clip datasets, the training engine (optimizer, EMA,
+//! checkpoints, data-parallel workers) and the two phases (packed time-rebased SFT, self-rollout
+//! DMD distillation). Written against `B: AutodiffBackend`; tests run on `Autodiff<NdArray>`.
+
+pub mod data;
+pub mod error;
+pub mod objective;
+pub mod rng;
+
+pub use error::{Result, TrainError};
+pub use objective::{Loss, Objective};
+pub use rng::TrainRng;

@@ -8,7 +8,8 @@
 
 use super::plan::{ContractArgs, parse_schedule};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
-use burn::tensor::{Distribution, Tensor, backend::Backend};
+use burn::tensor::{Distribution, Tensor};
+use ff_model::AttentionBackend;
 use ff_model::dit::{DitConfig, WanDit};
 use ff_sched::exec::{DitRunner, NoiseSpec, execute, execute_batched};
 use ff_sched::sim::Placement;
@@ -105,12 +106,12 @@ struct Bench<'a>(&'a Args);
 
 impl BackendTask for Bench<'_> {
     type Output = Vec<Row>;
-    fn run<B: Backend>(self, devices: Vec<B::Device>) -> anyhow::Result<Vec<Row>> {
+    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> anyhow::Result<Vec<Row>> {
         bench::<B>(self.0, &devices)
     }
 }
 
-fn bench<B: Backend>(args: &Args, devices: &[B::Device]) -> anyhow::Result<Vec<Row>> {
+fn bench<B: AttentionBackend>(args: &Args, devices: &[B::Device]) -> anyhow::Result<Vec<Row>> {
     let device = devices[0].clone();
     let config = preset(&args.config)?;
     <B as burn::tensor::backend::Backend>::seed(&device, args.seed);
@@ -175,14 +176,24 @@ fn print(args: &Args, rows: &[Row]) {
         return;
     }
     let c = &args.contract;
-    println!("config {} (random weights, seed {}), L = {}, S = {}, latent {}×{}", args.config, args.seed, c.latents, c.stages, args.height, args.width);
+    println!(
+        "config {} (random weights, seed {}), L = {}, S = {}, latent {}×{}",
+        args.config, args.seed, c.latents, c.stages, args.height, args.width
+    );
     println!("| schedule | executor | workers | forwards | wall s | ratio to FF | TTFF s | peak bank KiB |");
     println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for r in rows {
         let ratio = r.ratio_to_flashforward.map_or("-".to_string(), |x| format!("{x:.2}"));
         println!(
             "| {} | {} | {} | {} | {:.3} | {} | {:.3} | {:.1} |",
-            r.schedule, r.executor, r.workers, r.forwards, r.wall_seconds, ratio, r.ttff_seconds, r.peak_bank_bytes as f64 / 1024.0
+            r.schedule,
+            r.executor,
+            r.workers,
+            r.forwards,
+            r.wall_seconds,
+            ratio,
+            r.ttff_seconds,
+            r.peak_bank_bytes as f64 / 1024.0
         );
     }
 }

@@ -6,7 +6,8 @@
 //! shapes.
 
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
-use burn::tensor::{Distribution, Tensor, backend::Backend};
+use burn::tensor::{Distribution, Tensor};
+use ff_model::AttentionBackend;
 use ff_model::dit::{ChunkKv, DitConfig, FrameLayout, KvContext, KvWindow, LayerKv, Role, SegmentContext, WanDit};
 use kernels_cubecl::attention;
 use std::process::ExitCode;
@@ -50,12 +51,12 @@ fn mean_seconds(iters: usize, mut f: impl FnMut()) -> f64 {
     t.elapsed().as_secs_f64() / iters as f64
 }
 
-fn random<B: Backend, const D: usize>(shape: [usize; D], device: &B::Device) -> Tensor<B, D> {
+fn random<B: AttentionBackend, const D: usize>(shape: [usize; D], device: &B::Device) -> Tensor<B, D> {
     Tensor::random(shape, Distribution::Normal(0.0, 1.0), device)
 }
 
 /// Seconds of the chunk forward's matmuls and attentions alone, same shapes.
-fn replay<B: Backend>(c: &DitConfig, n: usize, keys: usize, text: usize, iters: usize, device: &B::Device) -> f64 {
+fn replay<B: AttentionBackend>(c: &DitConfig, n: usize, keys: usize, text: usize, iters: usize, device: &B::Device) -> f64 {
     let (d, h, hd) = (c.dim, c.num_heads, c.head_dim());
     let x = random::<B, 3>([1, n, d], device);
     let w = random::<B, 3>([1, d, d], device);
@@ -93,12 +94,12 @@ struct Bench<'a> {
 
 impl BackendTask for Bench<'_> {
     type Output = Vec<Row>;
-    fn run<B: Backend>(self, devices: Vec<B::Device>) -> anyhow::Result<Vec<Row>> {
+    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> anyhow::Result<Vec<Row>> {
         bench::<B>(self.name, self.args, &devices[0])
     }
 }
 
-fn bench<B: Backend>(name: &str, a: &Args, device: &B::Device) -> anyhow::Result<Vec<Row>> {
+fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyhow::Result<Vec<Row>> {
     let device = device.clone();
     let c = super::bench::preset(name)?;
     let model: WanDit<B> = c.init(&device);
@@ -107,7 +108,9 @@ fn bench<B: Backend>(name: &str, a: &Args, device: &B::Device) -> anyhow::Result
     let ctx_tokens = a.context * n;
     let (h, hd) = (c.num_heads, c.head_dim());
     let entry = || ChunkKv::<B> {
-        layers: (0..c.num_layers).map(|_| LayerKv { k: random::<B, 4>([1, h, n, hd], &device), v: random::<B, 4>([1, h, n, hd], &device) }).collect(),
+        layers: (0..c.num_layers)
+            .map(|_| LayerKv { k: random::<B, 4>([1, h, n, hd], &device), v: random::<B, 4>([1, h, n, hd], &device) })
+            .collect(),
     };
     let published: Vec<ChunkKv<B>> = (0..a.context).map(|_| entry()).collect();
     let text = model.text_context(random::<B, 3>([1, a.text_tokens, c.text_dim], &device));

@@ -38,7 +38,6 @@ impl ContractArgs {
             .with_use_anchors(!self.no_anchors);
         Ok(Contract::new(config)?)
     }
-
 }
 
 /// A schedule and its contract: the graph `plan` and `simulate` work on.

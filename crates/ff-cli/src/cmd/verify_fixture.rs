@@ -3,7 +3,7 @@
 //! `max_rel_err=<value>` last; exits 1 when the error is above the tolerance.
 
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
-use burn::tensor::backend::Backend;
+use ff_model::AttentionBackend;
 use ff_model::fixture::{FixtureCheck, verify_fixture};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +26,7 @@ struct Verify<'a>(&'a PathBuf);
 
 impl BackendTask for Verify<'_> {
     type Output = Vec<FixtureCheck>;
-    fn run<B: Backend>(self, devices: Vec<B::Device>) -> anyhow::Result<Vec<FixtureCheck>> {
+    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> anyhow::Result<Vec<FixtureCheck>> {
         Ok(verify_fixture::<B>(self.0, &devices[0])?)
     }
 }

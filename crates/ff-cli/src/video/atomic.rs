@@ -8,15 +8,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 /// Replaces `path` with what `write` writes.
-pub fn write_atomic(
-    path: &Path,
-    write: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
-) -> Result<()> {
+pub fn write_atomic(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<()>) -> Result<()> {
     let tmp = temp_path(path);
-    let result = write_synced(&tmp, write).and_then(|()| {
-        fs::rename(&tmp, path)
-            .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
-    });
+    let result = write_synced(&tmp, write)
+        .and_then(|()| fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display())));
     if result.is_err() {
         // Best effort: the error that matters is the one returned.
         let _ = fs::remove_file(&tmp);
@@ -29,17 +24,11 @@ fn write_synced(tmp: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<(
     let mut writer = BufWriter::new(file);
     write(&mut writer).with_context(|| format!("cannot write {}", tmp.display()))?;
     writer.flush()?;
-    writer
-        .get_ref()
-        .sync_all()
-        .with_context(|| format!("cannot sync {}", tmp.display()))
+    writer.get_ref().sync_all().with_context(|| format!("cannot sync {}", tmp.display()))
 }
 
 fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     path.with_file_name(format!(".{name}.tmp"))
 }
 

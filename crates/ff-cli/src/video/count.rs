@@ -24,11 +24,7 @@ impl FrameCount {
             bail!("a video needs at least 1 latent frame");
         }
         let frames = 1 + 4 * (latents - 1);
-        Ok(Self {
-            latents,
-            frames,
-            requested: frames,
-        })
+        Ok(Self { latents, frames, requested: frames })
     }
 
     /// The shortest video with at least `requested` RGB frames whose latent count is a multiple of
@@ -42,10 +38,7 @@ impl FrameCount {
         }
         let latents = (requested - 1).div_ceil(4) + 1;
         let latents = latents.div_ceil(latent_multiple) * latent_multiple;
-        Ok(Self {
-            requested,
-            ..Self::from_latents(latents)?
-        })
+        Ok(Self { requested, ..Self::from_latents(latents)? })
     }
 
     /// [`FrameCount::round_up`] for a duration in seconds at [`FPS`] (`--seconds`).
@@ -98,10 +91,7 @@ mod tests {
     #[test]
     fn round_up_keeps_valid_counts_and_rounds_the_rest() {
         let exact = FrameCount::round_up(81, 1).unwrap();
-        assert_eq!(
-            (exact.latents, exact.frames, exact.rounded()),
-            (21, 81, false)
-        );
+        assert_eq!((exact.latents, exact.frames, exact.rounded()), (21, 81, false));
         assert!(exact.rounding_note().is_none());
         for requested in [78, 79, 80] {
             let c = FrameCount::round_up(requested, 1).unwrap();
@@ -126,10 +116,7 @@ mod tests {
         for (seconds, latents) in [(5.0, 21), (20.0, 81), (35.0, 141), (65.0, 261)] {
             let c = FrameCount::from_seconds(seconds, 3).unwrap();
             assert_eq!(c.latents, latents, "{seconds} s");
-            assert!(
-                c.rounded(),
-                "{seconds} s is 16*s frames, one short of 1 + 4k"
-            );
+            assert!(c.rounded(), "{seconds} s is 16*s frames, one short of 1 + 4k");
         }
         assert!(FrameCount::from_seconds(0.0, 1).is_err());
         assert!(FrameCount::from_seconds(f64::NAN, 1).is_err());

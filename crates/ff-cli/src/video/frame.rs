@@ -23,11 +23,7 @@ impl Frame {
             bail!("frame size {width}x{height} is empty");
         }
         if rgb.len() != 3 * width * height {
-            bail!(
-                "frame {width}x{height} needs {} RGB bytes, got {}",
-                3 * width * height,
-                rgb.len()
-            );
+            bail!("frame {width}x{height} needs {} RGB bytes, got {}", 3 * width * height, rgb.len());
         }
         Ok(Self { width, height, rgb })
     }
@@ -48,10 +44,7 @@ impl Frame {
     /// The frame grown to even width and height by repeating its last column/row (H.264 4:2:0
     /// needs even sizes); borrowed when already even.
     pub fn padded_to_even(&self) -> Cow<'_, Frame> {
-        let (width, height) = (
-            self.width.next_multiple_of(2),
-            self.height.next_multiple_of(2),
-        );
+        let (width, height) = (self.width.next_multiple_of(2), self.height.next_multiple_of(2));
         if (width, height) == (self.width, self.height) {
             return Cow::Borrowed(self);
         }
@@ -78,18 +71,12 @@ pub fn frames_from_video(values: &[f32], shape: &[usize]) -> Result<Vec<Frame>> 
         bail!("decoded video must have 3 channels, got shape {shape:?}");
     }
     if values.len() != 3 * t * h * w {
-        bail!(
-            "decoded video of shape {shape:?} needs {} values, got {}",
-            3 * t * h * w,
-            values.len()
-        );
+        bail!("decoded video of shape {shape:?} needs {} values, got {}", 3 * t * h * w, values.len());
     }
     let plane = t * h * w;
     (0..t)
         .map(|f| {
-            let rgb = (f * h * w..(f + 1) * h * w)
-                .flat_map(|i| (0..3).map(move |c| to_u8(values[c * plane + i])))
-                .collect();
+            let rgb = (f * h * w..(f + 1) * h * w).flat_map(|i| (0..3).map(move |c| to_u8(values[c * plane + i]))).collect();
             Frame::new(w, h, rgb)
         })
         .collect()
@@ -98,9 +85,7 @@ pub fn frames_from_video(values: &[f32], shape: &[usize]) -> Result<Vec<Frame>> 
 /// [`frames_from_video`] for a decoded tensor's data (any float dtype; converted to f32).
 pub fn frames_from_tensor_data(data: TensorData) -> Result<Vec<Frame>> {
     let data = data.convert::<f32>();
-    let values = data
-        .as_slice::<f32>()
-        .map_err(|e| anyhow!("decoded video data is not readable as f32: {e:?}"))?;
+    let values = data.as_slice::<f32>().map_err(|e| anyhow!("decoded video data is not readable as f32: {e:?}"))?;
     frames_from_video(values, &data.shape)
 }
 

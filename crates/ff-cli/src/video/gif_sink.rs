@@ -33,23 +33,14 @@ impl GifSink {
         let stream = SharedBuffer::default();
         let mut encoder = GifEncoder::new_with_speed(stream.clone(), SPEED);
         encoder.set_repeat(Repeat::Infinite)?;
-        Ok(Self {
-            path,
-            stream,
-            encoder,
-            frames: 0,
-        })
+        Ok(Self { path, stream, encoder, frames: 0 })
     }
 
     /// Encodes one chunk and rewrites the file with every frame so far.
     pub fn push_frames(&mut self, frames: &[Frame]) -> Result<()> {
         for frame in frames {
-            let rgb = RgbImage::from_raw(
-                frame.width() as u32,
-                frame.height() as u32,
-                frame.rgb().to_vec(),
-            )
-            .context("frame buffer does not match its size")?;
+            let rgb = RgbImage::from_raw(frame.width() as u32, frame.height() as u32, frame.rgb().to_vec())
+                .context("frame buffer does not match its size")?;
             let rgba = DynamicImage::ImageRgb8(rgb).into_rgba8();
             let delay = Delay::from_numer_denom_ms(10 * centiseconds(self.frames), 1);
             self.encoder
@@ -78,9 +69,7 @@ struct SharedBuffer(Arc<Mutex<Vec<u8>>>);
 
 impl SharedBuffer {
     fn lock(&self) -> io::Result<MutexGuard<'_, Vec<u8>>> {
-        self.0
-            .lock()
-            .map_err(|_| io::Error::other("GIF stream lock poisoned"))
+        self.0.lock().map_err(|_| io::Error::other("GIF stream lock poisoned"))
     }
 }
 

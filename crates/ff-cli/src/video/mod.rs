@@ -54,31 +54,22 @@ impl VideoSink {
     /// A sink for `path`, its format chosen by extension (see the module docs).
     pub fn create(path: &Path) -> Result<Self> {
         let is_dir = path.is_dir() || path.as_os_str().to_string_lossy().ends_with(MAIN_SEPARATOR);
-        let extension = path
-            .extension()
-            .filter(|_| !is_dir)
-            .map(|e| e.to_string_lossy().to_ascii_lowercase());
+        let extension = path.extension().filter(|_| !is_dir).map(|e| e.to_string_lossy().to_ascii_lowercase());
         let (encoder, output) = match extension.as_deref() {
             None => {
                 let sink = PngSink::new(path.to_path_buf(), "frame".into())?;
                 (Encoder::Png(sink), path.to_path_buf())
             }
             Some("png") => {
-                let stem = path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
+                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
                 let sink = PngSink::new(parent(path), stem)?;
                 let pattern = sink.pattern();
                 (Encoder::Png(sink), pattern)
             }
             Some(ext @ ("mp4" | "gif")) => {
-                fs::create_dir_all(parent(path)).with_context(|| {
-                    format!("cannot create the directory of {}", path.display())
-                })?;
+                fs::create_dir_all(parent(path)).with_context(|| format!("cannot create the directory of {}", path.display()))?;
                 if path.exists() {
-                    fs::remove_file(path)
-                        .with_context(|| format!("cannot replace {}", path.display()))?;
+                    fs::remove_file(path).with_context(|| format!("cannot replace {}", path.display()))?;
                 }
                 let encoder = match ext {
                     "mp4" => Encoder::Mp4(Mp4Sink::new(path.to_path_buf())),
@@ -86,17 +77,11 @@ impl VideoSink {
                 };
                 (encoder, path.to_path_buf())
             }
-            Some(other) => bail!(
-                "unsupported video output `.{other}` in {}: use .mp4, .gif, .png (numbered frames) or a directory",
-                path.display()
-            ),
+            Some(other) => {
+                bail!("unsupported video output `.{other}` in {}: use .mp4, .gif, .png (numbered frames) or a directory", path.display())
+            }
         };
-        Ok(Self {
-            encoder,
-            output,
-            size: None,
-            frames: 0,
-        })
+        Ok(Self { encoder, output, size: None, frames: 0 })
     }
 
     /// Writes one chunk of frames; on return the output holds every frame pushed so far.
@@ -109,14 +94,7 @@ impl VideoSink {
             let size = (frame.width(), frame.height());
             let expected = *self.size.get_or_insert(size);
             if size != expected {
-                bail!(
-                    "frame {} is {}x{} but the video is {}x{}",
-                    self.frames + i,
-                    size.0,
-                    size.1,
-                    expected.0,
-                    expected.1
-                );
+                bail!("frame {} is {}x{} but the video is {}x{}", self.frames + i, size.0, size.1, expected.0, expected.1);
             }
         }
         match &mut self.encoder {

@@ -17,13 +17,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow, bail};
-use mp4::{
-    AvcConfig, FourCC, MediaConfig, Mp4Config, Mp4Sample, Mp4Writer, TrackConfig, TrackType,
-};
+use mp4::{AvcConfig, FourCC, MediaConfig, Mp4Config, Mp4Sample, Mp4Writer, TrackConfig, TrackType};
 use openh264::OpenH264API;
-use openh264::encoder::{
-    Encoder, EncoderConfig, FrameRate, FrameType, IntraFramePeriod, RateControlMode, VuiConfig,
-};
+use openh264::encoder::{Encoder, EncoderConfig, FrameRate, FrameType, IntraFramePeriod, RateControlMode, VuiConfig};
 use openh264::formats::{RgbSliceU8, YUVBuffer};
 
 use super::atomic::write_atomic;
@@ -52,14 +48,7 @@ pub struct Mp4Sink {
 
 impl Mp4Sink {
     pub fn new(path: PathBuf) -> Self {
-        Self {
-            path,
-            encoder: None,
-            sps: None,
-            pps: None,
-            size: (0, 0),
-            samples: Vec::new(),
-        }
+        Self { path, encoder: None, sps: None, pps: None, size: (0, 0), samples: Vec::new() }
     }
 
     /// Encodes one chunk and rewrites the file with every frame so far.
@@ -82,9 +71,7 @@ impl Mp4Sink {
         };
         let yuv = YUVBuffer::from_rgb8_source(RgbSliceU8::new(frame.rgb(), size));
         let index = self.samples.len();
-        let stream = encoder
-            .encode(&yuv)
-            .map_err(|e| anyhow!("H.264 encoder failed on frame {index}: {e}"))?;
+        let stream = encoder.encode(&yuv).map_err(|e| anyhow!("H.264 encoder failed on frame {index}: {e}"))?;
         let is_sync = match stream.frame_type() {
             FrameType::IDR => true,
             FrameType::I | FrameType::P => false,
@@ -92,10 +79,7 @@ impl Mp4Sink {
         };
         let mut data = Vec::new();
         for layer in (0..stream.num_layers()).filter_map(|l| stream.layer(l)) {
-            for nal in (0..layer.nal_count())
-                .filter_map(|n| layer.nal_unit(n))
-                .map(strip_start_code)
-            {
+            for nal in (0..layer.nal_count()).filter_map(|n| layer.nal_unit(n)).map(strip_start_code) {
                 match nal.first().map(|header| header & 0x1f) {
                     Some(NAL_SPS) => self.sps = Some(nal.to_vec()),
                     Some(NAL_PPS) => self.pps = Some(nal.to_vec()),
@@ -119,10 +103,7 @@ impl Mp4Sink {
 
     fn write_file(&self) -> Result<()> {
         let (Some(sps), Some(pps)) = (&self.sps, &self.pps) else {
-            bail!(
-                "H.264 encoder produced no SPS/PPS for {}",
-                self.path.display()
-            );
+            bail!("H.264 encoder produced no SPS/PPS for {}", self.path.display());
         };
         let avc = AvcConfig {
             width: u16::try_from(self.size.0)?,
@@ -159,17 +140,10 @@ fn new_encoder((width, height): (usize, usize)) -> Result<Encoder> {
 
 fn mp4_config() -> Mp4Config {
     let brands = [*b"isom", *b"iso2", *b"avc1", *b"mp41"].map(FourCC::from);
-    Mp4Config {
-        major_brand: brands[0],
-        minor_version: 512,
-        compatible_brands: brands.to_vec(),
-        timescale: TIMESCALE,
-    }
+    Mp4Config { major_brand: brands[0], minor_version: 512, compatible_brands: brands.to_vec(), timescale: TIMESCALE }
 }
 
 /// A NAL unit without its Annex B start code (openh264 emits `00 00 00 01` or `00 00 01`).
 fn strip_start_code(nal: &[u8]) -> &[u8] {
-    nal.strip_prefix(&[0, 0, 0, 1])
-        .or_else(|| nal.strip_prefix(&[0, 0, 1]))
-        .unwrap_or(nal)
+    nal.strip_prefix(&[0, 0, 0, 1]).or_else(|| nal.strip_prefix(&[0, 0, 1])).unwrap_or(nal)
 }

@@ -21,22 +21,12 @@ pub struct PngSink {
 impl PngSink {
     /// Frames `<dir>/<prefix>_NNNNN.png`; removes such numbered frames left by an earlier run.
     pub fn new(dir: PathBuf, prefix: String) -> Result<Self> {
-        fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create frame directory {}", dir.display()))?;
-        let sink = Self {
-            dir,
-            prefix,
-            frames: 0,
-        };
+        fs::create_dir_all(&dir).with_context(|| format!("cannot create frame directory {}", dir.display()))?;
+        let sink = Self { dir, prefix, frames: 0 };
         for entry in fs::read_dir(&sink.dir)? {
             let path = entry?.path();
-            if path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| sink.is_frame_name(n))
-            {
-                fs::remove_file(&path)
-                    .with_context(|| format!("cannot remove old frame {}", path.display()))?;
+            if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| sink.is_frame_name(n)) {
+                fs::remove_file(&path).with_context(|| format!("cannot remove old frame {}", path.display()))?;
             }
         }
         Ok(sink)

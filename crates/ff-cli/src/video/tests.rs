@@ -36,18 +36,12 @@ impl Drop for Scratch {
 }
 
 fn colour(i: usize) -> [u8; 3] {
-    [
-        30 + 10 * i as u8,
-        220 - 8 * i as u8,
-        60 + 50 * (i % 3) as u8,
-    ]
+    [30 + 10 * i as u8, 220 - 8 * i as u8, 60 + 50 * (i % 3) as u8]
 }
 
 fn frame(i: usize, width: usize, height: usize) -> Frame {
     let (left, right) = (colour(i), colour(i).map(|c| 255 - c));
-    let rgb = (0..height * width)
-        .flat_map(|p| if p % width < width / 2 { left } else { right })
-        .collect();
+    let rgb = (0..height * width).flat_map(|p| if p % width < width / 2 { left } else { right }).collect();
     Frame::new(width, height, rgb).unwrap()
 }
 
@@ -78,11 +72,7 @@ fn assert_halves(rgb: &[u8], width: usize, height: usize, i: usize, tol: f32) {
         let got = mean(rgb, width, height, cols);
         for c in 0..3 {
             let want = f32::from(expected[side][c]);
-            assert!(
-                (got[c] - want).abs() <= tol,
-                "frame {i} side {side} channel {c}: {got:?} vs {:?}",
-                expected[side]
-            );
+            assert!((got[c] - want).abs() <= tol, "frame {i} side {side} channel {c}: {got:?} vs {:?}", expected[side]);
         }
     }
 }
@@ -102,21 +92,9 @@ fn assert_mp4(path: &Path, frames: u32, width: u16, height: u16) {
     assert_eq!(track.sample_count(), frames);
     assert_eq!(track.timescale(), FPS * 1000);
     let seconds = f64::from(frames) / f64::from(FPS);
-    assert!(
-        (track.duration().as_secs_f64() - seconds).abs() < 1e-6,
-        "{:?}",
-        track.duration()
-    );
-    assert!(
-        (reader.duration().as_secs_f64() - seconds).abs() < 1e-3,
-        "{:?}",
-        reader.duration()
-    );
-    assert!(
-        (track.frame_rate() - f64::from(FPS)).abs() < 1e-6,
-        "{}",
-        track.frame_rate()
-    );
+    assert!((track.duration().as_secs_f64() - seconds).abs() < 1e-6, "{:?}", track.duration());
+    assert!((reader.duration().as_secs_f64() - seconds).abs() < 1e-3, "{:?}", reader.duration());
+    assert!((track.frame_rate() - f64::from(FPS)).abs() < 1e-6, "{}", track.frame_rate());
 }
 
 /// Decodes every sample of the MP4's track with openh264: RGB frames of `(width, height)`.
@@ -126,10 +104,7 @@ fn decode_mp4(path: &Path) -> Vec<(usize, usize, Vec<u8>)> {
     let (id, count) = (track.track_id(), track.sample_count());
     // mp4 samples are length-prefixed NAL units without parameter sets; openh264 wants Annex B.
     let mut annex_b = Vec::new();
-    for nal in [
-        track.sequence_parameter_set().unwrap(),
-        track.picture_parameter_set().unwrap(),
-    ] {
+    for nal in [track.sequence_parameter_set().unwrap(), track.picture_parameter_set().unwrap()] {
         annex_b.extend_from_slice(&[0, 0, 0, 1]);
         annex_b.extend_from_slice(nal);
     }
@@ -144,10 +119,7 @@ fn decode_mp4(path: &Path) -> Vec<(usize, usize, Vec<u8>)> {
             annex_b.extend_from_slice(&bytes[4..4 + len]);
             bytes = &bytes[4 + len..];
         }
-        let yuv = decoder
-            .decode(&annex_b)
-            .unwrap()
-            .expect("one picture per sample");
+        let yuv = decoder.decode(&annex_b).unwrap().expect("one picture per sample");
         let (w, h) = yuv.dimensions();
         let mut rgb = vec![0; 3 * w * h];
         yuv.write_rgb8(&mut rgb);
@@ -219,21 +191,14 @@ fn mp4_replaces_an_old_file_at_creation() {
     let path = scratch.path().join("clip.mp4");
     fs::write(&path, b"an older video").unwrap();
     let mut sink = VideoSink::create(&path).unwrap();
-    assert!(
-        !path.exists(),
-        "a stale file must not pass for this run's output"
-    );
+    assert!(!path.exists(), "a stale file must not pass for this run's output");
     sink.push_frames(&[]).unwrap();
     assert!(!path.exists());
     assert!(sink.finish().is_err(), "no frames pushed");
 }
 
 fn read_gif(path: &Path) -> Vec<image::Frame> {
-    GifDecoder::new(BufReader::new(File::open(path).unwrap()))
-        .unwrap()
-        .into_frames()
-        .collect_frames()
-        .unwrap()
+    GifDecoder::new(BufReader::new(File::open(path).unwrap())).unwrap().into_frames().collect_frames().unwrap()
 }
 
 #[test]
@@ -247,11 +212,7 @@ fn gif_is_complete_after_each_chunk_and_averages_16_fps() {
     let path = sink.finish().unwrap();
     let decoded = read_gif(&path);
     assert_eq!(decoded.len(), 21);
-    let total_ms: u32 = decoded
-        .iter()
-        .map(|f| f.delay().numer_denom_ms())
-        .map(|(n, d)| n / d)
-        .sum();
+    let total_ms: u32 = decoded.iter().map(|f| f.delay().numer_denom_ms()).map(|(n, d)| n / d).sum();
     // 21 frames at 16 FPS = 1312.5 ms; GIF delays are whole centiseconds, boundaries rounded.
     assert_eq!(total_ms, 1310);
     for (i, f) in decoded.iter().enumerate() {
@@ -272,20 +233,12 @@ fn png_directory_holds_exact_frames() {
     sink.push_frames(&frames(0..3, 5, 3)).unwrap();
     sink.push_frames(&frames(3..5, 5, 3)).unwrap();
     assert_eq!(sink.finish().unwrap(), dir);
-    let mut names: Vec<_> = fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let mut names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
-    let expected: Vec<_> = (0..5)
-        .map(|i| format!("frame_{i:05}.png"))
-        .chain(["notes.txt".to_string()])
-        .collect();
+    let expected: Vec<_> = (0..5).map(|i| format!("frame_{i:05}.png")).chain(["notes.txt".to_string()]).collect();
     assert_eq!(names, expected);
     for i in 0..5 {
-        let img = image::open(dir.join(format!("frame_{i:05}.png")))
-            .unwrap()
-            .into_rgb8();
+        let img = image::open(dir.join(format!("frame_{i:05}.png"))).unwrap().into_rgb8();
         assert_eq!(img.dimensions(), (5, 3));
         assert_eq!(img.as_raw(), frame(i, 5, 3).rgb(), "frame {i} is lossless");
     }
@@ -306,16 +259,10 @@ fn png_path_names_frames_after_its_stem() {
 fn unknown_extensions_and_size_changes_are_errors() {
     let scratch = Scratch::new("errors");
     let dir = scratch.path();
-    let err = VideoSink::create(&dir.join("clip.webm"))
-        .err()
-        .unwrap()
-        .to_string();
+    let err = VideoSink::create(&dir.join("clip.webm")).err().unwrap().to_string();
     assert!(err.contains(".webm") && err.contains(".mp4"), "{err}");
     let mut sink = VideoSink::create(&dir.join("clip.gif")).unwrap();
     sink.push_frames(&frames(0..1, 8, 8)).unwrap();
-    let err = sink
-        .push_frames(&frames(1..2, 8, 6))
-        .unwrap_err()
-        .to_string();
+    let err = sink.push_frames(&frames(1..2, 8, 6)).unwrap_err().to_string();
     assert!(err.contains("frame 1 is 8x6 but the video is 8x8"), "{err}");
 }

@@ -10,34 +10,35 @@ use super::rope::RopeTable;
 use crate::lora::{LoraConfig, LoraLinear, RoleSelect};
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig, RmsNorm, RmsNormConfig};
-use burn::tensor::{Bool, Tensor, backend::Backend};
+use burn::tensor::{Bool, Tensor};
+use kernels_cubecl::AttentionBackend;
 use kernels_cubecl::attention;
 
 /// What a forward's self-attention reads.
-pub enum Attend<'a, B: Backend> {
+pub enum Attend<'a, B: AttentionBackend> {
     /// Own tokens plus what the context supplies for each layer.
     Context(&'a dyn KvContext<B>),
     /// Own tokens only, under a token mask `[1, 1, n, n]` (packed sequences).
     Masked(Tensor<B, 4, Bool>),
 }
 
-fn split_heads<B: Backend>(x: Tensor<B, 3>, heads: usize) -> Tensor<B, 4> {
+fn split_heads<B: AttentionBackend>(x: Tensor<B, 3>, heads: usize) -> Tensor<B, 4> {
     let [b, n, d] = x.dims();
     x.reshape([b, n, heads, d / heads])
 }
 
-fn merge_heads<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 3> {
+fn merge_heads<B: AttentionBackend>(x: Tensor<B, 4>) -> Tensor<B, 3> {
     let [b, h, n, hd] = x.dims();
     x.swap_dims(1, 2).reshape([b, n, h * hd])
 }
 
-fn rms_norm<B: Backend>(dim: usize, eps: f64, device: &B::Device) -> RmsNorm<B> {
+fn rms_norm<B: AttentionBackend>(dim: usize, eps: f64, device: &B::Device) -> RmsNorm<B> {
     RmsNormConfig::new(dim).with_epsilon(eps).init(device)
 }
 
 /// Self-attention with role adapters on q, k, v, o.
 #[derive(Module, Debug)]
-pub struct SelfAttention<B: Backend> {
+pub struct SelfAttention<B: AttentionBackend> {
     pub q: LoraLinear<B>,
     pub k: LoraLinear<B>,
     pub v: LoraLinear<B>,
@@ -47,7 +48,7 @@ pub struct SelfAttention<B: Backend> {
     pub num_heads: usize,
 }
 
-impl<B: Backend> SelfAttention<B> {
+impl<B: AttentionBackend> SelfAttention<B> {
     pub fn new(dim: usize, num_heads: usize, eps: f64, device: &B::Device) -> Self {
         let lin = || LoraLinear::new(LinearConfig::new(dim, dim).init(device));
         Self { q: lin(), k: lin(), v: lin(), o: lin(), norm_q: rms_norm(dim, eps, device), norm_k: rms_norm(dim, eps, device), num_heads }
@@ -58,7 +59,14 @@ impl<B: Backend> SelfAttention<B> {
     }
 
     /// `x: [batch, n, dim]` → (`[batch, n, dim]`, own K/V `[batch, heads, n, head_dim]`).
-    pub fn forward(&self, x: Tensor<B, 3>, rope: &RopeTable<B>, roles: &RoleSelect<B>, attend: &Attend<B>, layer: usize) -> (Tensor<B, 3>, LayerKv<B>) {
+    pub fn forward(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RopeTable<B>,
+        roles: &RoleSelect<B>,
+        attend: &Attend<B>,
+        layer: usize,
+    ) -> (Tensor<B, 3>, LayerKv<B>) {
         let h = self.num_heads;
         let q = self.norm_q.forward(self.q.forward(x.clone(), roles));
         let k = self.norm_k.forward(self.k.forward(x.clone(), roles));
@@ -83,7 +91,7 @@ impl<B: Backend> SelfAttention<B> {
 
 /// Cross-attention to the prompt, with role adapters on q and o.
 #[derive(Module, Debug)]
-pub struct CrossAttention<B: Backend> {
+pub struct CrossAttention<B: AttentionBackend> {
     pub q: LoraLinear<B>,
     pub k: Linear<B>,
     pub v: Linear<B>,
@@ -93,7 +101,7 @@ pub struct CrossAttention<B: Backend> {
     pub num_heads: usize,
 }
 
-impl<B: Backend> CrossAttention<B> {
+impl<B: AttentionBackend> CrossAttention<B> {
     pub fn new(dim: usize, num_heads: usize, eps: f64, device: &B::Device) -> Self {
         let lin = || LinearConfig::new(dim, dim).init(device);
         Self {

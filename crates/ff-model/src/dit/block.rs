@@ -14,28 +14,29 @@ use crate::lora::{LoraConfig, Role, RoleSelect};
 use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::activation::gelu_approximate;
-use burn::tensor::{DType, Distribution, Tensor, backend::Backend};
+use burn::tensor::{DType, Distribution, Tensor};
+use kernels_cubecl::AttentionBackend;
 
 /// LayerNorm without affine parameters over the last dimension (input already f32).
-pub fn layer_norm<B: Backend, const D: usize>(x: Tensor<B, D>, eps: f64) -> Tensor<B, D> {
+pub fn layer_norm<B: AttentionBackend, const D: usize>(x: Tensor<B, D>, eps: f64) -> Tensor<B, D> {
     let (var, mean) = x.clone().var_mean_bias(D - 1);
     (x - mean) / (var + eps).sqrt()
 }
 
 /// Splits `modulation [1, n, dim] + e [batch, frames, n or 1, dim]` into `n` f32 tensors
 /// `[batch, frames, 1, dim]`.
-fn modulate<B: Backend>(table: &Param<Tensor<B, 3>>, e: Tensor<B, 4>) -> Vec<Tensor<B, 4>> {
+fn modulate<B: AttentionBackend>(table: &Param<Tensor<B, 3>>, e: Tensor<B, 4>) -> Vec<Tensor<B, 4>> {
     let n = table.dims()[1];
     (e.cast(DType::F32) + table.val().cast(DType::F32).unsqueeze::<4>()).chunk(n, 2)
 }
 
 /// `norm(x)·(1 + scale) + shift` in f32, returned in `dtype`.
-fn adaln<B: Backend>(x: Tensor<B, 4>, shift: &Tensor<B, 4>, scale: &Tensor<B, 4>, eps: f64, dtype: DType) -> Tensor<B, 4> {
+fn adaln<B: AttentionBackend>(x: Tensor<B, 4>, shift: &Tensor<B, 4>, scale: &Tensor<B, 4>, eps: f64, dtype: DType) -> Tensor<B, 4> {
     (layer_norm(x, eps) * (scale.clone() + 1.0) + shift.clone()).cast(dtype)
 }
 
 #[derive(Module, Debug)]
-pub struct DitBlock<B: Backend> {
+pub struct DitBlock<B: AttentionBackend> {
     /// `[1, 6, dim]`: shift, scale, gate of self-attention, then of the FFN.
     pub modulation: Param<Tensor<B, 3>>,
     pub self_attn: SelfAttention<B>,
@@ -45,7 +46,7 @@ pub struct DitBlock<B: Backend> {
     pub eps: f64,
 }
 
-impl<B: Backend> DitBlock<B> {
+impl<B: AttentionBackend> DitBlock<B> {
     pub fn new(dim: usize, ffn_dim: usize, heads: usize, eps: f64, device: &B::Device) -> Self {
         Self {
             modulation: Param::from_tensor(Tensor::random([1, 6, dim], Distribution::Normal(0.0, (dim as f64).powf(-0.5)), device)),
@@ -102,14 +103,14 @@ impl<B: Backend> DitBlock<B> {
 
 /// Output head: modulation (shift, scale) from the time embedding, LayerNorm, Linear.
 #[derive(Module, Debug)]
-pub struct Head<B: Backend> {
+pub struct Head<B: AttentionBackend> {
     /// `[1, 2, dim]`: shift, scale.
     pub modulation: Param<Tensor<B, 3>>,
     pub head: Linear<B>,
     pub eps: f64,
 }
 
-impl<B: Backend> Head<B> {
+impl<B: AttentionBackend> Head<B> {
     pub fn new(dim: usize, out: usize, eps: f64, device: &B::Device) -> Self {
         let modulation = Tensor::random([1, 2, dim], Distribution::Normal(0.0, (dim as f64).powf(-0.5)), device);
         Self { modulation: Param::from_tensor(modulation), head: LinearConfig::new(dim, out).init(device), eps }

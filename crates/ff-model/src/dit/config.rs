@@ -86,8 +86,7 @@ impl DitConfig {
     pub fn from_json(path: impl AsRef<Path>) -> crate::error::Result<Self> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| ModelError::io(path, e))?;
-        let json: Value =
-            serde_json::from_str(&text).map_err(|source| ModelError::Json { path: path.to_path_buf(), source })?;
+        let json: Value = serde_json::from_str(&text).map_err(|source| ModelError::Json { path: path.to_path_buf(), source })?;
         let json = json.get("config").filter(|c| c.is_object()).unwrap_or(&json);
         Self::from_value(json).map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))
     }

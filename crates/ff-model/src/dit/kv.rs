@@ -51,10 +51,7 @@ impl<B: Backend> ChunkKv<B> {
 
     /// Bytes held by all layers' keys and values.
     pub fn bytes(&self) -> usize {
-        self.layers
-            .iter()
-            .map(|l| 2 * l.k.shape().num_elements() * l.k.dtype().size())
-            .sum()
+        self.layers.iter().map(|l| 2 * l.k.shape().num_elements() * l.k.dtype().size()).sum()
     }
 
     /// Stacks entries of equal size along the batch dimension (batched forwards).

@@ -4,11 +4,11 @@
 //! `generator`, keys prefixed `model.`). One ordered table maps every layout to module paths:
 //! first diffusers names to Wan names, then Wan names to this crate's module paths.
 
+use kernels_cubecl::AttentionBackend;
 use super::config::DitConfig;
 use super::model::WanDit;
 use crate::error::Result;
 use crate::load::{CheckpointFiles, KeyRemap, load_checkpoint};
-use burn::tensor::backend::Backend;
 use std::path::Path;
 
 /// File key → module path rewrites, applied in order.
@@ -55,7 +55,7 @@ fn is_role_parameter(path: &str) -> bool {
     path.starts_with("role_embedding") || path.contains(".adapters.")
 }
 
-impl<B: Backend> WanDit<B> {
+impl<B: AttentionBackend> WanDit<B> {
     /// Builds `config` and loads a checkpoint (file, shard index, directory or `.pt`) into it.
     pub fn load(config: &DitConfig, path: impl AsRef<Path>, device: &B::Device) -> Result<Self> {
         let mut model = config.init(device);

@@ -15,6 +15,7 @@ mod rope;
 mod tests;
 mod window;
 
+pub use crate::lora::Role;
 pub use attention::{CrossAttention, SelfAttention};
 pub use block::{DitBlock, Head};
 pub use config::DitConfig;
@@ -25,4 +26,3 @@ pub use load::{DIT_KEY_RULES, dit_key_remap};
 pub use model::{ChunkOutput, WanDit};
 pub use rope::{Rope, RopeTable};
 pub use window::KvWindow;
-pub use crate::lora::Role;

@@ -23,11 +23,12 @@ use burn::module::{Module, Param};
 use burn::nn::Linear;
 use burn::nn::LinearConfig;
 use burn::tensor::activation::{gelu_approximate, silu};
-use burn::tensor::{Int, Tensor, backend::Backend};
+use burn::tensor::{Int, Tensor};
+use kernels_cubecl::AttentionBackend;
 
 /// The Wan2.1 text-to-video diffusion transformer, with optional planner/renderer roles.
 #[derive(Module, Debug)]
-pub struct WanDit<B: Backend> {
+pub struct WanDit<B: AttentionBackend> {
     pub patch_embedding: PatchEmbed<B>,
     pub text_embedding: Mlp<B>,
     pub time_embedding: Mlp<B>,
@@ -41,14 +42,14 @@ pub struct WanDit<B: Backend> {
 }
 
 /// Prediction and published K/V of a chunk forward.
-pub struct ChunkOutput<B: Backend> {
+pub struct ChunkOutput<B: AttentionBackend> {
     pub prediction: Tensor<B, 5>,
     pub kv: ChunkKv<B>,
 }
 
 impl DitConfig {
     /// A model with random weights (Burn's default initialisers; modulation tables `N(0, 1/dim)` as Wan).
-    pub fn init<B: Backend>(&self, device: &B::Device) -> WanDit<B> {
+    pub fn init<B: AttentionBackend>(&self, device: &B::Device) -> WanDit<B> {
         let d = self.dim;
         WanDit {
             patch_embedding: PatchEmbed::new(self.in_channels, d, self.patch_size, device),
@@ -68,13 +69,13 @@ impl DitConfig {
 /// worker, a merged copy) share its weights instead of drawing their own.
 struct Materialize;
 
-impl<B: Backend> burn::module::ModuleVisitor<B> for Materialize {
+impl<B: AttentionBackend> burn::module::ModuleVisitor<B> for Materialize {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         let _ = param.val();
     }
 }
 
-impl<B: Backend> WanDit<B> {
+impl<B: AttentionBackend> WanDit<B> {
     pub fn config(&self) -> &DitConfig {
         &self.config
     }
@@ -112,12 +113,7 @@ impl<B: Backend> WanDit<B> {
             };
             time_embedding.fc2.bias = Some(Param::from_tensor(bias));
         }
-        Self {
-            time_embedding,
-            blocks: self.blocks.iter().map(|b| b.merge(role)).collect(),
-            role_embedding: None,
-            ..self.clone()
-        }
+        Self { time_embedding, blocks: self.blocks.iter().map(|b| b.merge(role)).collect(), role_embedding: None, ..self.clone() }
     }
 
     /// Embeds a prompt once: `context [batch, text_tokens, text_dim]` → per-layer cross K/V.

@@ -32,18 +32,16 @@ impl Rope {
     /// Tables for frames at latent `positions`, each a `rows × cols` token grid (tokens in
     /// (frame, row, column) order); one position list for the whole batch, or one per element.
     pub fn table<B: Backend>(&self, positions: &[&[usize]], rows: usize, cols: usize, device: &B::Device) -> Result<RopeTable<B>> {
-        let far = positions.iter().flat_map(|p| p.iter()).copied().chain([rows.saturating_sub(1), cols.saturating_sub(1)]).max().unwrap_or(0);
+        let far =
+            positions.iter().flat_map(|p| p.iter()).copied().chain([rows.saturating_sub(1), cols.saturating_sub(1)]).max().unwrap_or(0);
         if far >= self.max_positions {
             return Err(ModelError::Input(format!(
                 "RoPE position {far} is past the table length {} (latent positions {positions:?}, grid {rows}×{cols})",
                 self.max_positions
             )));
         }
-        let freqs: Vec<Vec<f64>> = self
-            .axes
-            .iter()
-            .map(|&d| (0..d / 2).map(|j| self.theta.powf(-(2.0 * j as f64) / d as f64)).collect())
-            .collect();
+        let freqs: Vec<Vec<f64>> =
+            self.axes.iter().map(|&d| (0..d / 2).map(|j| self.theta.powf(-(2.0 * j as f64) / d as f64)).collect()).collect();
         let half = self.axes.iter().sum::<usize>() / 2;
         let n = positions[0].len() * rows * cols;
         if let Some(p) = positions.iter().find(|p| p.len() != positions[0].len()) {

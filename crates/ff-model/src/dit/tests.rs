@@ -1,10 +1,11 @@
 //! Invariants of the DiT forwards on a random tiny model.
 
 use super::*;
+use kernels_cubecl::AttentionBackend;
 use crate::lora::LoraConfig;
 use burn::backend::{Autodiff, NdArray};
 use burn::module::Param;
-use burn::tensor::{Distribution, Tensor, backend::Backend};
+use burn::tensor::{Distribution, Tensor};
 
 type B = NdArray;
 
@@ -12,17 +13,19 @@ fn max_abs<const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> f32 {
     (a - b).abs().max().into_scalar()
 }
 
-fn random<Bk: Backend, const D: usize>(shape: [usize; D], device: &Bk::Device) -> Tensor<Bk, D> {
+fn random<Bk: AttentionBackend, const D: usize>(shape: [usize; D], device: &Bk::Device) -> Tensor<Bk, D> {
     Tensor::random(shape, Distribution::Normal(0.0, 1.0), device)
 }
 
 /// Gives every adapter a non-zero `B` and every role a non-zero vector.
-fn perturb_roles<Bk: Backend>(mut m: WanDit<Bk>) -> WanDit<Bk> {
+fn perturb_roles<Bk: AttentionBackend>(mut m: WanDit<Bk>) -> WanDit<Bk> {
     let device = m.device();
     let bump = |p: &Param<Tensor<Bk, 2>>| Param::from_tensor(random::<Bk, 2>(p.dims(), &device) * 0.05);
     m.role_embedding = m.role_embedding.as_ref().map(|t| Param::from_tensor(random::<Bk, 2>(t.dims(), &device) * 0.5));
     for b in &mut m.blocks {
-        for lin in [&mut b.self_attn.q, &mut b.self_attn.k, &mut b.self_attn.v, &mut b.self_attn.o, &mut b.cross_attn.q, &mut b.cross_attn.o] {
+        for lin in
+            [&mut b.self_attn.q, &mut b.self_attn.k, &mut b.self_attn.v, &mut b.self_attn.o, &mut b.cross_attn.q, &mut b.cross_attn.o]
+        {
             for a in &mut lin.adapters {
                 a.b = bump(&a.b);
             }
@@ -33,7 +36,7 @@ fn perturb_roles<Bk: Backend>(mut m: WanDit<Bk>) -> WanDit<Bk> {
 
 /// Three chunks of three frames, at different stages: packed under a block-causal chunk mask
 /// equals chunk forwards run in order over the K/V the earlier ones published.
-fn packed_equals_chunked<Bk: Backend>(device: &Bk::Device) -> f32 {
+fn packed_equals_chunked<Bk: AttentionBackend>(device: &Bk::Device) -> f32 {
     let model = perturb_roles(DitConfig::tiny().init::<Bk>(device).with_roles(&LoraConfig::new(4)));
     let text = model.text_context(random::<Bk, 3>([1, 7, 24], device));
     let (chunks, f, h, w) = (3, 3, 4, 6);
@@ -124,7 +127,8 @@ fn context_changes_the_chunk_and_positions_are_absolute() {
     let (a, b) = (random::<B, 5>([1, 16, 3, 4, 4], &device), random::<B, 5>([1, 16, 3, 4, 4], &device));
     let ts = [vec![624.0; 3]];
     let run = |start: usize| {
-        let first = model.forward_chunk(a.clone(), &ts, &FrameLayout::chunk(start, 3, Role::Base), &text, &SegmentContext::empty()).unwrap();
+        let first =
+            model.forward_chunk(a.clone(), &ts, &FrameLayout::chunk(start, 3, Role::Base), &text, &SegmentContext::empty()).unwrap();
         let ctx = SegmentContext::new(vec![&first.kv]);
         model.forward_chunk(b.clone(), &ts, &FrameLayout::chunk(start + 3, 3, Role::Base), &text, &ctx).unwrap().prediction
     };
@@ -157,7 +161,13 @@ fn kv_window_equals_concatenated_segments() {
     let text = model.text_context(random::<B, 3>([1, 6, 24], &device));
     let per_frame = 4; // 4×4 latents, patch 2×2
     let anchors = model
-        .forward_chunk(random::<B, 5>([1, 16, 3, 4, 4], &device), &[vec![0.0; 3]], &FrameLayout::frames(vec![0, 10, 20], Role::Base), &text, &SegmentContext::empty())
+        .forward_chunk(
+            random::<B, 5>([1, 16, 3, 4, 4], &device),
+            &[vec![0.0; 3]],
+            &FrameLayout::frames(vec![0, 10, 20], Role::Base),
+            &text,
+            &SegmentContext::empty(),
+        )
         .unwrap()
         .kv;
     let c = model.config();
@@ -187,17 +197,34 @@ fn batched_chunks_equal_single_chunk_forwards() {
     let device = Default::default();
     let model = DitConfig::tiny().init::<B>(&device);
     let text = model.text_context(random::<B, 3>([1, 6, 24], &device));
-    let ctx_a = model.forward_chunk(random::<B, 5>([1, 16, 3, 4, 4], &device), &[vec![999.0; 3]], &FrameLayout::chunk(0, 3, Role::Base), &text, &SegmentContext::empty()).unwrap().kv;
-    let ctx_b = model.forward_chunk(random::<B, 5>([1, 16, 3, 4, 4], &device), &[vec![624.0; 3]], &FrameLayout::chunk(3, 3, Role::Base), &text, &SegmentContext::empty()).unwrap().kv;
+    let ctx_a = model
+        .forward_chunk(
+            random::<B, 5>([1, 16, 3, 4, 4], &device),
+            &[vec![999.0; 3]],
+            &FrameLayout::chunk(0, 3, Role::Base),
+            &text,
+            &SegmentContext::empty(),
+        )
+        .unwrap()
+        .kv;
+    let ctx_b = model
+        .forward_chunk(
+            random::<B, 5>([1, 16, 3, 4, 4], &device),
+            &[vec![624.0; 3]],
+            &FrameLayout::chunk(3, 3, Role::Base),
+            &text,
+            &SegmentContext::empty(),
+        )
+        .unwrap()
+        .kv;
     let (xa, xb) = (random::<B, 5>([1, 16, 3, 4, 4], &device), random::<B, 5>([1, 16, 3, 4, 4], &device));
     let (la, lb) = (FrameLayout::chunk(3, 3, Role::Base), FrameLayout::chunk(9, 3, Role::Base));
     let (ta, tb) = (vec![999.0; 3], vec![624.0; 3]);
     let single_a = model.forward_chunk(xa.clone(), std::slice::from_ref(&ta), &la, &text, &SegmentContext::new(vec![&ctx_a])).unwrap();
     let single_b = model.forward_chunk(xb.clone(), std::slice::from_ref(&tb), &lb, &text, &SegmentContext::new(vec![&ctx_b])).unwrap();
     let stacked = ChunkKv::stack(&[&ctx_a, &ctx_b]);
-    let batch = model
-        .forward_chunks(Tensor::cat(vec![xa, xb], 0), &[ta, tb], &[la, lb], &text, &SegmentContext::new(vec![&stacked]))
-        .unwrap();
+    let batch =
+        model.forward_chunks(Tensor::cat(vec![xa, xb], 0), &[ta, tb], &[la, lb], &text, &SegmentContext::new(vec![&stacked])).unwrap();
     assert!(max_abs(batch.prediction.clone().narrow(0, 0, 1), single_a.prediction) <= 1e-5);
     assert!(max_abs(batch.prediction.narrow(0, 1, 1), single_b.prediction) <= 1e-5);
     assert!(max_abs(batch.kv.batch_element(1).layers[1].k.clone(), single_b.kv.layers[1].k.clone()) <= 1e-5);
@@ -213,9 +240,8 @@ fn batch_elements_are_independent_for_other_shapes() {
     let (x, ctx) = (random::<B, 5>([2, 16, 5, 6, 10], &device), random::<B, 3>([2, 7, 40], &device));
     let both = model.forward(x.clone(), &[vec![500.0; 5], vec![3.0; 5]], &model.text_context(ctx.clone()), Role::Base).unwrap();
     for (b, t) in [(0, 500.0), (1, 3.0)] {
-        let one = model
-            .forward(x.clone().narrow(0, b, 1), &[vec![t; 5]], &model.text_context(ctx.clone().narrow(0, b, 1)), Role::Base)
-            .unwrap();
+        let one =
+            model.forward(x.clone().narrow(0, b, 1), &[vec![t; 5]], &model.text_context(ctx.clone().narrow(0, b, 1)), Role::Base).unwrap();
         assert!(max_abs(both.clone().narrow(0, b, 1), one) <= 1e-5, "element {b}");
     }
 }

@@ -52,7 +52,10 @@ impl CheckpointFiles {
         } else if [".pt", ".pth", ".bin", ".ckpt"].iter().any(|e| name.ends_with(e)) {
             vec![CheckpointFile::Torch { path: path.to_path_buf(), top_level_key: torch_top_level_key(path) }]
         } else {
-            return Err(ModelError::corrupt(path, "unknown checkpoint format (expected .safetensors, .safetensors.index.json, .pt or .pth)"));
+            return Err(ModelError::corrupt(
+                path,
+                "unknown checkpoint format (expected .safetensors, .safetensors.index.json, .pt or .pth)",
+            ));
         };
         Ok(Self { origin: path.to_path_buf(), files })
     }
@@ -77,10 +80,7 @@ impl CheckpointFiles {
         let text = std::fs::read_to_string(index).map_err(|e| ModelError::io(index, e))?;
         let json: serde_json::Value =
             serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index.to_path_buf(), source })?;
-        let map = json
-            .get("weight_map")
-            .and_then(|m| m.as_object())
-            .ok_or_else(|| ModelError::corrupt(index, "no 'weight_map' object"))?;
+        let map = json.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| ModelError::corrupt(index, "no 'weight_map' object"))?;
         let dir = index.parent().unwrap_or(Path::new("."));
         let shards: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
         if shards.is_empty() {

@@ -41,11 +41,7 @@ pub fn load_checkpoint<B: Backend, M: ModuleSnapshot<B>>(
 ) -> Result<()> {
     let mut found: BTreeMap<String, FileTensor> = BTreeMap::new();
     let mut unexpected: Vec<(PathBuf, String)> = Vec::new();
-    let expected: BTreeMap<String, TensorSnapshot> = module
-        .collect(None, None, false)
-        .into_iter()
-        .map(|s| (s.full_path(), s))
-        .collect();
+    let expected: BTreeMap<String, TensorSnapshot> = module.collect(None, None, false).into_iter().map(|s| (s.full_path(), s)).collect();
     for file in &files.files {
         for (key, snapshot) in read_snapshots(file)? {
             let path = file.path().to_path_buf();
@@ -79,8 +75,7 @@ pub fn load_checkpoint<B: Backend, M: ModuleSnapshot<B>>(
         let keys = unexpected.into_iter().map(|(_, k)| k).collect();
         return Err(ModelError::UnexpectedKeys { path, keys });
     }
-    let missing: Vec<String> =
-        expected.keys().filter(|p| !found.contains_key(*p) && !optional(p)).cloned().collect();
+    let missing: Vec<String> = expected.keys().filter(|p| !found.contains_key(*p) && !optional(p)).cloned().collect();
     if !missing.is_empty() {
         return Err(ModelError::MissingKeys { path: files.origin.clone(), keys: missing });
     }
@@ -110,9 +105,7 @@ pub fn checkpoint_keys(files: &CheckpointFiles) -> Result<Vec<String>> {
 /// weights) and cast to the module's dtype, after checking its shape.
 fn to_module_snapshot(t: FileTensor, want: &TensorSnapshot, target: &str) -> Result<TensorSnapshot> {
     let file_shape = t.snapshot.shape.to_vec();
-    let transpose = want.module_type().as_deref() == Some("Struct:Linear")
-        && target.ends_with(".weight")
-        && file_shape.len() == 2;
+    let transpose = want.module_type().as_deref() == Some("Struct:Linear") && target.ends_with(".weight") && file_shape.len() == 2;
     let shape: Vec<usize> = if transpose { vec![file_shape[1], file_shape[0]] } else { file_shape.clone() };
     let want_shape = want.shape.to_vec();
     if shape != want_shape {

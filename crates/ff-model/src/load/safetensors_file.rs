@@ -45,8 +45,8 @@ impl SafetensorsHeader {
         }
         let mut buf = vec![0u8; n as usize];
         f.read_exact(&mut buf).map_err(|e| ModelError::io(path, e))?;
-        let json: serde_json::Value = serde_json::from_slice(&buf)
-            .map_err(|e| ModelError::corrupt(path, format!("header is not valid JSON: {e}")))?;
+        let json: serde_json::Value =
+            serde_json::from_slice(&buf).map_err(|e| ModelError::corrupt(path, format!("header is not valid JSON: {e}")))?;
         let obj = json.as_object().ok_or_else(|| ModelError::corrupt(path, "header is not a JSON object"))?;
         let data_len = file_len - 8 - n;
         let mut tensors = BTreeMap::new();

@@ -49,8 +49,7 @@ impl PromptCache {
                 if view.dtype() != Dtype::F32 || view.shape().len() != 2 {
                     return Err(bad(format!("tensor '{name}' is not a 2-D F32 embedding")));
                 }
-                let values: Vec<f32> =
-                    view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+                let values: Vec<f32> = view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
                 let data = TensorData::new(values, view.shape().to_vec());
                 let embedding = PromptEmbedding { data, truncated: meta.truncated, original_len: meta.original_len };
                 entries.insert((meta.prompt, meta.encoder), embedding);
@@ -100,12 +99,7 @@ impl PromptCache {
         let mut buffers = Vec::with_capacity(self.entries.len());
         for (i, ((prompt, encoder), e)) in self.entries.iter().enumerate() {
             let name = format!("e{i}");
-            let meta = EntryMeta {
-                encoder: encoder.clone(),
-                prompt: prompt.clone(),
-                truncated: e.truncated,
-                original_len: e.original_len,
-            };
+            let meta = EntryMeta { encoder: encoder.clone(), prompt: prompt.clone(), truncated: e.truncated, original_len: e.original_len };
             metadata.insert(name.clone(), serde_json::to_string(&meta).expect("plain struct serialises"));
             let values = e.data.to_vec::<f32>().map_err(|err| ModelError::Input(format!("{prompt:?}: {err:?}")))?;
             let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -114,8 +108,7 @@ impl PromptCache {
         let views = buffers
             .iter()
             .map(|(name, shape, bytes)| {
-                let view = TensorView::new(Dtype::F32, shape.clone(), bytes)
-                    .map_err(|e| ModelError::corrupt(&self.path, e.to_string()))?;
+                let view = TensorView::new(Dtype::F32, shape.clone(), bytes).map_err(|e| ModelError::corrupt(&self.path, e.to_string()))?;
                 Ok((name.clone(), view))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -135,11 +128,7 @@ mod tests {
 
     fn embedding(values: Vec<f32>, tokens: usize, truncated: bool) -> PromptEmbedding {
         let d = values.len() / tokens;
-        PromptEmbedding {
-            data: TensorData::new(values, [tokens, d]),
-            truncated,
-            original_len: tokens + 3 * truncated as usize,
-        }
+        PromptEmbedding { data: TensorData::new(values, [tokens, d]), truncated, original_len: tokens + 3 * truncated as usize }
     }
 
     #[test]
@@ -156,11 +145,7 @@ mod tests {
         cache.insert("a cat", "umt5:A", cat.clone()).unwrap();
         cache.insert("a cat", "umt5:B", long.clone()).unwrap();
         cache.insert("a \"quoted\"\nprompt ✓", "umt5:A", long.clone()).unwrap();
-        assert!(
-            cache
-                .insert("bad", "umt5:A", PromptEmbedding { data: TensorData::new(vec![1.0f32], [1]), ..long.clone() })
-                .is_err()
-        );
+        assert!(cache.insert("bad", "umt5:A", PromptEmbedding { data: TensorData::new(vec![1.0f32], [1]), ..long.clone() }).is_err());
         cache.save().unwrap();
 
         let reopened = PromptCache::open(&path).unwrap();

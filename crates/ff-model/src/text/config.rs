@@ -43,8 +43,7 @@ impl Umt5Config {
     /// error.
     pub fn from_json(path: &Path) -> crate::Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| ModelError::io(path, e))?;
-        let json: Value =
-            serde_json::from_str(&text).map_err(|source| ModelError::Json { path: path.to_path_buf(), source })?;
+        let json: Value = serde_json::from_str(&text).map_err(|source| ModelError::Json { path: path.to_path_buf(), source })?;
         let cfg = json.get("config").filter(|c| c.is_object()).unwrap_or(&json);
         Self::from_value(cfg).map_err(|why| ModelError::Config(format!("{}: {why}", path.display())))
     }
@@ -58,14 +57,7 @@ impl Umt5Config {
         if let Some(proj) = cfg.get("feed_forward_proj").filter(|p| p.as_str() != Some("gated-gelu")) {
             return Err(format!("feed_forward_proj {proj} is not supported (umT5 uses \"gated-gelu\")"));
         }
-        let mut c = Self::new(
-            int("vocab_size")?,
-            int("d_model")?,
-            int("d_kv")?,
-            int("d_ff")?,
-            int("num_layers")?,
-            int("num_heads")?,
-        );
+        let mut c = Self::new(int("vocab_size")?, int("d_model")?, int("d_kv")?, int("d_ff")?, int("num_layers")?, int("num_heads")?);
         if let Some(n) = opt_int("relative_attention_num_buckets")? {
             c.relative_attention_num_buckets = n;
         }
@@ -73,8 +65,7 @@ impl Umt5Config {
             c.relative_attention_max_distance = n;
         }
         if let Some(eps) = cfg.get("layer_norm_epsilon") {
-            c.layer_norm_epsilon =
-                eps.as_f64().ok_or_else(|| format!("field 'layer_norm_epsilon' is not a number: {eps}"))?;
+            c.layer_norm_epsilon = eps.as_f64().ok_or_else(|| format!("field 'layer_norm_epsilon' is not a number: {eps}"))?;
         }
         Ok(c)
     }
@@ -118,10 +109,8 @@ mod tests {
         assert_eq!((c.relative_attention_num_buckets, c.relative_attention_max_distance), (16, 64));
         assert_eq!(c.layer_norm_epsilon, 1e-5);
 
-        let relu = write(
-            "relu",
-            r#"{"vocab_size":2,"d_model":4,"d_kv":2,"d_ff":8,"num_layers":1,"num_heads":2,"feed_forward_proj":"relu"}"#,
-        );
+        let relu =
+            write("relu", r#"{"vocab_size":2,"d_model":4,"d_kv":2,"d_ff":8,"num_layers":1,"num_heads":2,"feed_forward_proj":"relu"}"#);
         let err = Umt5Config::from_json(&relu).unwrap_err().to_string();
         assert!(err.contains("feed_forward_proj") && err.contains("config.json"), "{err}");
         let missing = write("missing", r#"{"vocab_size":2}"#);

@@ -20,11 +20,7 @@ pub struct GatedGeluFfnConfig {
 impl GatedGeluFfnConfig {
     pub fn init<B: Backend>(&self, device: &B::Device) -> GatedGeluFfn<B> {
         let proj = |i, o| LinearConfig::new(i, o).with_bias(false).init(device);
-        GatedGeluFfn {
-            gate: proj(self.d_model, self.d_ff),
-            fc1: proj(self.d_model, self.d_ff),
-            fc2: proj(self.d_ff, self.d_model),
-        }
+        GatedGeluFfn { gate: proj(self.d_model, self.d_ff), fc1: proj(self.d_model, self.d_ff), fc2: proj(self.d_ff, self.d_model) }
     }
 }
 

@@ -34,9 +34,7 @@ impl Umt5Layout {
         match (any(&["shared.", "encoder."]), any(&["token_embedding.", "blocks."])) {
             (true, false) => Ok(Self::Transformers),
             (false, true) => Ok(Self::Wan),
-            (true, true) => {
-                Err(ModelError::corrupt(origin, "mixes transformers (encoder.*) and Wan (blocks.*) umT5 keys"))
-            }
+            (true, true) => Err(ModelError::corrupt(origin, "mixes transformers (encoder.*) and Wan (blocks.*) umT5 keys")),
             (false, false) => Err(ModelError::corrupt(
                 origin,
                 "no umT5 encoder keys (expected 'shared.weight'/'encoder.block.*' or 'token_embedding.weight'/'blocks.*')",
@@ -50,10 +48,7 @@ impl Umt5Layout {
             Self::Wan => KeyRemap::new(&[(r"^blocks\.(\d+)\.ffn\.gate\.0\.", "blocks.$1.ffn.gate.")]),
             Self::Transformers => KeyRemap::new(&[
                 (r"^(shared|encoder\.embed_tokens)\.", "token_embedding."),
-                (
-                    r"^encoder\.block\.(\d+)\.layer\.0\.SelfAttention\.relative_attention_bias\.",
-                    "blocks.$1.pos_embedding.embedding.",
-                ),
+                (r"^encoder\.block\.(\d+)\.layer\.0\.SelfAttention\.relative_attention_bias\.", "blocks.$1.pos_embedding.embedding."),
                 (r"^encoder\.block\.(\d+)\.layer\.0\.SelfAttention\.", "blocks.$1.attn."),
                 (r"^encoder\.block\.(\d+)\.layer\.0\.layer_norm\.", "blocks.$1.norm1."),
                 (r"^encoder\.block\.(\d+)\.layer\.1\.layer_norm\.", "blocks.$1.norm2."),
@@ -92,10 +87,7 @@ mod tests {
             ("encoder.embed_tokens.weight", "token_embedding.weight"),
             ("encoder.block.11.layer.0.SelfAttention.q.weight", "blocks.11.attn.q.weight"),
             ("encoder.block.0.layer.0.SelfAttention.o.weight", "blocks.0.attn.o.weight"),
-            (
-                "encoder.block.3.layer.0.SelfAttention.relative_attention_bias.weight",
-                "blocks.3.pos_embedding.embedding.weight",
-            ),
+            ("encoder.block.3.layer.0.SelfAttention.relative_attention_bias.weight", "blocks.3.pos_embedding.embedding.weight"),
             ("encoder.block.2.layer.0.layer_norm.weight", "blocks.2.norm1.weight"),
             ("encoder.block.2.layer.1.layer_norm.weight", "blocks.2.norm2.weight"),
             ("encoder.block.23.layer.1.DenseReluDense.wi_0.weight", "blocks.23.ffn.gate.weight"),
@@ -113,12 +105,7 @@ mod tests {
     fn wan_keys_map_to_module_paths() {
         let remap = Umt5Layout::Wan.remap();
         assert_eq!(remap.apply("blocks.7.ffn.gate.0.weight"), "blocks.7.ffn.gate.weight");
-        for key in [
-            "token_embedding.weight",
-            "blocks.7.attn.k.weight",
-            "blocks.0.pos_embedding.embedding.weight",
-            "norm.weight",
-        ] {
+        for key in ["token_embedding.weight", "blocks.7.attn.k.weight", "blocks.0.pos_embedding.embedding.weight", "norm.weight"] {
             assert_eq!(remap.apply(key), key);
         }
     }
@@ -131,10 +118,7 @@ mod tests {
             Umt5Layout::detect(&keys(&["shared.weight", "encoder.final_layer_norm.weight"]), origin).unwrap(),
             Umt5Layout::Transformers
         );
-        assert_eq!(
-            Umt5Layout::detect(&keys(&["token_embedding.weight", "norm.weight"]), origin).unwrap(),
-            Umt5Layout::Wan
-        );
+        assert_eq!(Umt5Layout::detect(&keys(&["token_embedding.weight", "norm.weight"]), origin).unwrap(), Umt5Layout::Wan);
         let err = Umt5Layout::detect(&keys(&["model.diffusion.weight"]), origin).unwrap_err().to_string();
         assert!(err.contains("ckpt") && err.contains("no umT5"), "{err}");
     }

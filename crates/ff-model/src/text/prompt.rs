@@ -35,9 +35,7 @@ impl PromptEmbedding {
     pub fn to_context<B: Backend>(&self, text_len: usize, device: &B::Device) -> Result<Tensor<B, 2>> {
         let [len, d] = [self.data.shape[0], self.data.shape[1]];
         if len > text_len {
-            return Err(ModelError::Input(format!(
-                "prompt embedding has {len} tokens, more than the context length {text_len}"
-            )));
+            return Err(ModelError::Input(format!("prompt embedding has {len} tokens, more than the context length {text_len}")));
         }
         let valid = Tensor::<B, 2>::from_data(self.data.clone(), device);
         Ok(Tensor::cat(vec![valid, Tensor::zeros([text_len - len, d], device)], 0))
@@ -80,10 +78,8 @@ impl<B: Backend> PromptEncoder<B> {
         if let Some((p, _)) = prompts.iter().zip(&tokens).find(|(_, t)| t.valid_len() == 0) {
             return Err(ModelError::Input(format!("prompt {p:?} produced no tokens")));
         }
-        let cut: Vec<Tokens> = tokens
-            .iter()
-            .map(|t| Tokens { ids: t.ids[..len].to_vec(), mask: t.mask[..len].to_vec(), ..t.clone() })
-            .collect();
+        let cut: Vec<Tokens> =
+            tokens.iter().map(|t| Tokens { ids: t.ids[..len].to_vec(), mask: t.mask[..len].to_vec(), ..t.clone() }).collect();
         let (ids, mask) = Tokens::to_tensors::<B>(&cut, &self.device)?;
         let hidden = self.encoder.forward(ids, mask);
         let d = hidden.dims()[2];
@@ -137,8 +133,7 @@ impl PromptEncoderFiles {
         device: &B::Device,
     ) -> Result<Vec<PromptEmbedding>> {
         let id = self.id()?;
-        let missing: Vec<&str> =
-            prompts.iter().copied().filter(|p| cache.as_ref().is_none_or(|c| c.get(p, &id).is_none())).collect();
+        let missing: Vec<&str> = prompts.iter().copied().filter(|p| cache.as_ref().is_none_or(|c| c.get(p, &id).is_none())).collect();
         let mut fresh: HashMap<&str, PromptEmbedding> = HashMap::new();
         if !missing.is_empty() {
             let encoder = self.load::<B>(device)?;

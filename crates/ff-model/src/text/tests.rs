@@ -44,10 +44,7 @@ fn temp_dir(name: &str) -> PathBuf {
 fn tiny_inputs() -> (Tensor<B, 2, Int>, Tensor<B, 2, Int>) {
     let inputs = read_tensors(&tiny().join("inputs.safetensors")).unwrap();
     let device = Default::default();
-    (
-        Tensor::from_data(inputs["input_ids"].clone(), &device),
-        Tensor::from_data(inputs["attention_mask"].clone(), &device),
-    )
+    (Tensor::from_data(inputs["input_ids"].clone(), &device), Tensor::from_data(inputs["attention_mask"].clone(), &device))
 }
 
 fn run(weights: &Path) -> TensorData {
@@ -124,8 +121,7 @@ fn matches_transformers_on_every_umt5_fixture() {
 
 #[test]
 fn wan_layout_f32_gives_identical_output() {
-    let wan: BTreeMap<String, TensorData> =
-        fixture_weights().into_iter().filter_map(|(k, t)| wan_name(&k).map(|w| (w, t))).collect();
+    let wan: BTreeMap<String, TensorData> = fixture_weights().into_iter().filter_map(|(k, t)| wan_name(&k).map(|w| (w, t))).collect();
     assert!(wan.contains_key("blocks.1.ffn.gate.0.weight") && wan.contains_key("token_embedding.weight"));
     let path = temp_dir("wan-f32").join("umt5-enc.safetensors");
     write_safetensors(&path, &wan, Dtype::F32);
@@ -161,17 +157,14 @@ fn wan_layout_bf16_is_cast_on_load() {
 #[test]
 fn wrong_config_is_a_shape_error_naming_the_key() {
     let config = Umt5Config { d_ff: 65, ..tiny_config() };
-    let err = Umt5Encoder::<B>::load(tiny().join("weights_transformers.safetensors"), &config, &Default::default())
-        .unwrap_err()
-        .to_string();
+    let err =
+        Umt5Encoder::<B>::load(tiny().join("weights_transformers.safetensors"), &config, &Default::default()).unwrap_err().to_string();
     assert!(err.contains("weights_transformers.safetensors") && err.contains("DenseReluDense"), "{err}");
 }
 
 #[test]
 fn zero_padding_zeroes_only_padding_positions() {
-    let encoder =
-        Umt5Encoder::<B>::load(tiny().join("weights_transformers.safetensors"), &tiny_config(), &Default::default())
-            .unwrap();
+    let encoder = Umt5Encoder::<B>::load(tiny().join("weights_transformers.safetensors"), &tiny_config(), &Default::default()).unwrap();
     let (ids, mask) = tiny_inputs();
     let hidden = encoder.forward(ids, mask.clone());
     let [b, l, d] = hidden.dims();
@@ -214,8 +207,7 @@ fn prompt_encoder_matches_full_padding_and_uses_the_cache() {
         let tokens = tokenizer.encode(prompt).unwrap();
         let (ids, mask) = Tokens::to_tensors::<B>(std::slice::from_ref(&tokens), &device).unwrap();
         let n = tokens.valid_len();
-        let full =
-            encoder.forward(ids, mask).slice([0..1, 0..n, 0..files.config.d_model]).reshape([n, files.config.d_model]);
+        let full = encoder.forward(ids, mask).slice([0..1, 0..n, 0..files.config.d_model]).reshape([n, files.config.d_model]);
         assert_eq!(emb.data.shape.to_vec(), vec![n, files.config.d_model]);
         assert!(relative_l2(&emb.data, &full.into_data()) < 1e-6, "{prompt}");
         assert!(!emb.truncated && emb.original_len == n);

@@ -35,10 +35,7 @@ impl Tokens {
     }
 
     /// Stacks equally long token sequences into `(ids, mask)`, each `[B, max_len]`.
-    pub fn to_tensors<B: Backend>(
-        batch: &[Tokens],
-        device: &B::Device,
-    ) -> Result<(Tensor<B, 2, Int>, Tensor<B, 2, Int>)> {
+    pub fn to_tensors<B: Backend>(batch: &[Tokens], device: &B::Device) -> Result<(Tensor<B, 2, Int>, Tensor<B, 2, Int>)> {
         let len = batch.first().map_or(0, |t| t.ids.len());
         if batch.is_empty() || batch.iter().any(|t| t.ids.len() != len || t.mask.len() != len) {
             return Err(ModelError::Input("token batch is empty or its sequences differ in length".into()));
@@ -65,12 +62,13 @@ impl PromptTokenizer {
     /// the file's own truncation/padding settings are replaced by this type's.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let mut tokenizer = Tokenizer::from_file(path)
-            .map_err(|e| ModelError::Tokenizer(format!("{}: cannot read tokenizer: {e}", path.display())))?;
-        let pad_id =
-            tokenizer.get_padding().map(|p| p.pad_id).or_else(|| tokenizer.token_to_id("<pad>")).ok_or_else(|| {
-                ModelError::Tokenizer(format!("{}: no padding settings and no '<pad>' token", path.display()))
-            })?;
+        let mut tokenizer =
+            Tokenizer::from_file(path).map_err(|e| ModelError::Tokenizer(format!("{}: cannot read tokenizer: {e}", path.display())))?;
+        let pad_id = tokenizer
+            .get_padding()
+            .map(|p| p.pad_id)
+            .or_else(|| tokenizer.token_to_id("<pad>"))
+            .ok_or_else(|| ModelError::Tokenizer(format!("{}: no padding settings and no '<pad>' token", path.display())))?;
         tokenizer.with_padding(None);
         tokenizer.with_truncation(None).map_err(|e| ModelError::Tokenizer(format!("{}: {e}", path.display())))?;
         let added_tokens = tokenizer.get_post_processor().map_or(0, |p| p.added_tokens(false));
@@ -133,12 +131,7 @@ pub(crate) mod tests {
         let model = WordLevel::builder().vocab(vocab).unk_token("<unk>".into()).build().unwrap();
         let mut tokenizer = Tokenizer::new(model);
         tokenizer.with_pre_tokenizer(Some(Whitespace));
-        let eos = TemplateProcessing::builder()
-            .try_single("$A </s>")
-            .unwrap()
-            .special_tokens(vec![("</s>", 1)])
-            .build()
-            .unwrap();
+        let eos = TemplateProcessing::builder().try_single("$A </s>").unwrap().special_tokens(vec![("</s>", 1)]).build().unwrap();
         tokenizer.with_post_processor(Some(eos));
         let dir = std::env::temp_dir().join(format!("ff-umt5-tok-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -155,10 +148,7 @@ pub(crate) mod tests {
         assert_eq!(t.mask, vec![1, 1, 1, 1, 1, 0, 0, 0]);
         assert_eq!((t.truncated, t.original_len, t.valid_len()), (false, 5, 5));
         assert_eq!(tok.encode("a dog").unwrap().ids[..3], [3, 2, 1], "unknown word -> <unk>");
-        assert_eq!(
-            PromptTokenizer::from_file(write_test_tokenizer("default")).unwrap().encode("a").unwrap().ids.len(),
-            512
-        );
+        assert_eq!(PromptTokenizer::from_file(write_test_tokenizer("default")).unwrap().encode("a").unwrap().ids.len(), 512);
     }
 
     #[test]

@@ -8,14 +8,12 @@ use std::path::Path;
 
 /// Per-channel mean of Wan2.1 latents (diffusers `latents_mean`).
 const WAN2_1_LATENTS_MEAN: [f64; 16] = [
-    -0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508, 0.4134, -0.0715, 0.5517, -0.3632, -0.1922,
-    -0.9497, 0.2503, -0.2921,
+    -0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508, 0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503,
+    -0.2921,
 ];
 /// Per-channel standard deviation of Wan2.1 latents (diffusers `latents_std`).
-const WAN2_1_LATENTS_STD: [f64; 16] = [
-    2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743, 3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253,
-    2.8251, 1.9160,
-];
+const WAN2_1_LATENTS_STD: [f64; 16] =
+    [2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743, 3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160];
 
 /// Hyper-parameters of [`WanVae`](super::WanVae), named as in diffusers `AutoencoderKLWan`.
 #[derive(Config, Debug, PartialEq)]
@@ -60,16 +58,7 @@ struct DiffusersVaeJson {
 impl WanVaeConfig {
     /// The Wan2.1 VAE (`Wan-AI/Wan2.1-T2V-1.3B-Diffusers/vae`, `Wan2.1_VAE.pth`).
     pub fn wan2_1() -> Self {
-        Self::new(
-            96,
-            16,
-            vec![1, 2, 4, 4],
-            2,
-            vec![],
-            vec![false, true, true],
-            WAN2_1_LATENTS_MEAN.to_vec(),
-            WAN2_1_LATENTS_STD.to_vec(),
-        )
+        Self::new(96, 16, vec![1, 2, 4, 4], 2, vec![], vec![false, true, true], WAN2_1_LATENTS_MEAN.to_vec(), WAN2_1_LATENTS_STD.to_vec())
     }
 
     /// Reads a diffusers `vae/config.json`, or a fixture `meta.json` whose `config` object holds

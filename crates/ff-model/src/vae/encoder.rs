@@ -2,9 +2,7 @@
 //! `[B, 2·z_dim, T', H/8, W/8]` (mean and log-variance, before `quant_conv`), where the first
 //! chunk of a stream has `T = 1 -> T' = 1` and later chunks `T = 4 -> T' = 1` (Wan2.1).
 
-use super::blocks::{
-    AttentionBlock, AttentionBlockConfig, MidBlock, MidBlockConfig, ResidualBlock, ResidualBlockConfig,
-};
+use super::blocks::{AttentionBlock, AttentionBlockConfig, MidBlock, MidBlockConfig, ResidualBlock, ResidualBlockConfig};
 use super::cache::CausalCache;
 use super::config::WanVaeConfig;
 use super::conv::{CausalConv3d, CausalConv3dConfig};
@@ -64,9 +62,7 @@ impl<B: Backend> WanEncoder<B> {
             down_blocks,
             mid_block: MidBlockConfig::new(out_dim).init(device),
             norm_out: WanRmsNormConfig::new(out_dim).init(device),
-            conv_out: CausalConv3dConfig::new([out_dim, 2 * config.z_dim], [3, 3, 3])
-                .with_padding([1, 1, 1])
-                .init(device),
+            conv_out: CausalConv3dConfig::new([out_dim, 2 * config.z_dim], [3, 3, 3]).with_padding([1, 1, 1]).init(device),
         }
     }
 

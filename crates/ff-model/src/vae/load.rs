@@ -101,12 +101,7 @@ impl<B: Backend> WanVae<B> {
     }
 
     /// As [`WanVae::load`], with the layout given (`None`: detect it).
-    pub fn load_layout(
-        path: impl AsRef<Path>,
-        layout: Option<VaeLayout>,
-        config: &WanVaeConfig,
-        device: &B::Device,
-    ) -> Result<Self> {
+    pub fn load_layout(path: impl AsRef<Path>, layout: Option<VaeLayout>, config: &WanVaeConfig, device: &B::Device) -> Result<Self> {
         config.validate()?;
         let files = CheckpointFiles::resolve(path)?;
         let layout = match layout {

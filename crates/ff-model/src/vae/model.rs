@@ -54,10 +54,7 @@ impl<B: Backend> WanVae<B> {
     pub fn encode_mean(&self, video: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
         let [_, channels, frames, height, width] = video.dims();
         if channels != 3 || frames == 0 || height == 0 || width == 0 {
-            return Err(ModelError::Input(format!(
-                "VAE encode expects a video [B, 3, T>0, H, W], got {:?}",
-                video.dims()
-            )));
+            return Err(ModelError::Input(format!("VAE encode expects a video [B, 3, T>0, H, W], got {:?}", video.dims())));
         }
         let mut cache = CausalCache::default();
         let chunks = 1 + (frames - 1) / ENCODE_CHUNK;

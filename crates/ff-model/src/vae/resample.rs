@@ -44,18 +44,12 @@ impl ResampleConfig {
                 CausalConv3dConfig::new([dim, 2 * dim], [3, 1, 1]).with_padding([1, 0, 0]),
             ),
             ResampleMode::Downsample2d | ResampleMode::Downsample3d => (
-                Conv2dConfig::new([dim, dim], [3, 3])
-                    .with_stride([2, 2])
-                    .with_padding(PaddingConfig2d::Explicit(0, 0, 1, 1)),
+                Conv2dConfig::new([dim, dim], [3, 3]).with_stride([2, 2]).with_padding(PaddingConfig2d::Explicit(0, 0, 1, 1)),
                 CausalConv3dConfig::new([dim, dim], [3, 1, 1]).with_stride([2, 1, 1]),
             ),
         };
         let temporal = matches!(self.mode, ResampleMode::Upsample3d | ResampleMode::Downsample3d);
-        Resample {
-            resample: resample.init(device),
-            time_conv: temporal.then(|| time_conv.init(device)),
-            mode: self.mode,
-        }
+        Resample { resample: resample.init(device), time_conv: temporal.then(|| time_conv.init(device)), mode: self.mode }
     }
 }
 

@@ -77,13 +77,11 @@ fn stream_decoder_rejects_a_chunk_of_another_size() {
 
 #[test]
 fn normalize_uses_latent_mean_and_std() {
-    let vae = WanVaeConfig::new(4, 2, vec![1, 1], 1, vec![], vec![false], vec![0.5, -1.0], vec![2.0, 4.0])
-        .init::<B>(&Default::default());
+    let vae = WanVaeConfig::new(4, 2, vec![1, 1], 1, vec![], vec![false], vec![0.5, -1.0], vec![2.0, 4.0]).init::<B>(&Default::default());
     // Channel 0 holds mean + std, channel 1 holds the mean: normalised to 1 and 0.
     let x = Tensor::<B, 1>::from_floats([2.5, 2.5, -1.0, -1.0], &Default::default()).reshape([1, 2, 1, 1, 2]);
     let n = vae.normalize(x.clone());
-    n.to_data()
-        .assert_approx_eq::<f32>(&TensorData::new(vec![1.0f32, 1.0, 0.0, 0.0], [1, 2, 1, 1, 2]), Default::default());
+    n.to_data().assert_approx_eq::<f32>(&TensorData::new(vec![1.0f32, 1.0, 0.0, 0.0], [1, 2, 1, 1, 2]), Default::default());
     vae.denormalize(n).to_data().assert_approx_eq::<f32>(&x.to_data(), Default::default());
 }
 
@@ -143,10 +141,7 @@ fn diffusers_to_original(key: &str, num_res_blocks: usize) -> String {
     let per_stage = num_res_blocks + 2;
     k = re(r"^decoder\.up_blocks\.(\d+)\.resnets\.(\d+)\.")
         .replace(&k, |c: &regex::Captures| {
-            format!(
-                "decoder.upsamples.{}.",
-                c[1].parse::<usize>().unwrap() * per_stage + c[2].parse::<usize>().unwrap()
-            )
+            format!("decoder.upsamples.{}.", c[1].parse::<usize>().unwrap() * per_stage + c[2].parse::<usize>().unwrap())
         })
         .into_owned();
     re(r"^decoder\.up_blocks\.(\d+)\.upsamplers\.0\.")
@@ -167,9 +162,9 @@ fn write_safetensors(vae: &WanVae<B>, path: &Path, name: impl Fn(&str) -> String
             (name(&s.full_path()), data.shape.to_vec(), bytes)
         })
         .collect();
-    let views = tensors.iter().map(|(k, shape, bytes)| {
-        (k.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes).unwrap())
-    });
+    let views = tensors
+        .iter()
+        .map(|(k, shape, bytes)| (k.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes).unwrap()));
     safetensors::serialize_to_file(views, None, path).unwrap();
 }
 

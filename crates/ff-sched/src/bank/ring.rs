@@ -45,9 +45,7 @@ impl<T: Entry> Ring<T> {
         }
         match &self.slots[index % cap] {
             Some((i, entry)) if *i == index => Ok(entry),
-            Some((holder, _)) if *holder > index => {
-                Err(SchedError::Evicted { bank: self.name, index, holder: *holder, capacity: cap })
-            }
+            Some((holder, _)) if *holder > index => Err(SchedError::Evicted { bank: self.name, index, holder: *holder, capacity: cap }),
             _ => Err(SchedError::NotPublished { bank: self.name, index }),
         }
     }

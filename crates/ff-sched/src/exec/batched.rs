@@ -57,41 +57,41 @@ pub fn execute_batched<R: Runner>(graph: &Graph, mut runner: R) -> Result<Execut
         keyed.sort_by_key(|(len, n)| (*len, n.id));
         let groups = keyed.chunk_by(|a, b| a.0 == b.0).map(|g| g.iter().map(|(_, n)| *n).collect::<Vec<&Node>>()).collect::<Vec<_>>();
         for nodes in groups {
-        let t0 = start.elapsed().as_secs_f64();
-        let results = {
-            let sources = nodes
-                .iter()
-                .map(|n| match n.source {
-                    None => Ok(None),
-                    Some(s) => latents[s].as_ref().map(Some).ok_or_else(|| lost(n, s)),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let reads = nodes.iter().map(|n| banks.segments(&n.reads)).collect::<Result<Vec<_>>>()?;
-            runner.run_batch(&nodes, &sources, &reads)?
-        };
-        let t1 = start.elapsed().as_secs_f64();
-        forwards += 1;
-        for (node, (x0, kvs)) in nodes.iter().zip(results) {
-            if kvs.len() != node.publishes.len() {
-                return Err(SchedError::Worker { worker: 0, reason: format!("node {} returned {} K/V entries", node.id, kvs.len()) });
-            }
-            for (key, kv) in node.publishes.iter().zip(kvs) {
-                banks.publish(*key, kv)?;
-            }
-            spans.push(Span { node: node.id, worker: 0, start: t0, end: t1 });
-            if let Some(s) = node.source {
-                uses[s] -= 1;
-                if uses[s] == 0 {
-                    latents[s] = None;
+            let t0 = start.elapsed().as_secs_f64();
+            let results = {
+                let sources = nodes
+                    .iter()
+                    .map(|n| match n.source {
+                        None => Ok(None),
+                        Some(s) => latents[s].as_ref().map(Some).ok_or_else(|| lost(n, s)),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let reads = nodes.iter().map(|n| banks.segments(&n.reads)).collect::<Result<Vec<_>>>()?;
+                runner.run_batch(&nodes, &sources, &reads)?
+            };
+            let t1 = start.elapsed().as_secs_f64();
+            forwards += 1;
+            for (node, (x0, kvs)) in nodes.iter().zip(results) {
+                if kvs.len() != node.publishes.len() {
+                    return Err(SchedError::Worker { worker: 0, reason: format!("node {} returned {} K/V entries", node.id, kvs.len()) });
+                }
+                for (key, kv) in node.publishes.iter().zip(kvs) {
+                    banks.publish(*key, kv)?;
+                }
+                spans.push(Span { node: node.id, worker: 0, start: t0, end: t1 });
+                if let Some(s) = node.source {
+                    uses[s] -= 1;
+                    if uses[s] == 0 {
+                        latents[s] = None;
+                    }
+                }
+                if node.output {
+                    outputs.push((node.id, x0.clone()));
+                }
+                if uses[node.id] > 0 {
+                    latents[node.id] = Some(x0);
                 }
             }
-            if node.output {
-                outputs.push((node.id, x0.clone()));
-            }
-            if uses[node.id] > 0 {
-                latents[node.id] = Some(x0);
-            }
-        }
         }
         peak = peak.max(banks.bytes());
     }

@@ -9,18 +9,19 @@
 //! A batch of independent nodes runs as one `forward_chunks` call, one batch element per node.
 
 use super::batch::BatchContext;
-use super::{NodeResult, Runner};
 use super::noise::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
+use super::{NodeResult, Runner};
 use crate::bank::Entry;
 use crate::contract::Contract;
 use crate::error::{Result, SchedError};
 use crate::schedule::{KvKey, Node};
 use burn::module::Module;
-use burn::tensor::{Tensor, backend::Backend};
+use burn::tensor::Tensor;
+use ff_model::AttentionBackend;
 use ff_model::FlowMatch;
 use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, SegmentContext, TextContext, WanDit};
 
-impl<B: Backend> Entry for ChunkKv<B> {
+impl<B: AttentionBackend> Entry for ChunkKv<B> {
     fn bytes(&self) -> usize {
         ChunkKv::bytes(self)
     }
@@ -28,7 +29,7 @@ impl<B: Backend> Entry for ChunkKv<B> {
 
 /// One worker's models, prompt context and noise stream.
 #[derive(Clone)]
-pub struct DitRunner<B: Backend> {
+pub struct DitRunner<B: AttentionBackend> {
     planner: WanDit<B>,
     renderer: WanDit<B>,
     planner_text: TextContext<B>,
@@ -39,7 +40,7 @@ pub struct DitRunner<B: Backend> {
     device: B::Device,
 }
 
-impl<B: Backend> DitRunner<B> {
+impl<B: AttentionBackend> DitRunner<B> {
     /// Runner for `model` with prompt embeddings `text` (`[1, text_tokens, text_dim]`).
     pub fn new(model: &WanDit<B>, text: Tensor<B, 3>, contract: &Contract, noise: NoiseSpec) -> Self {
         let (planner, renderer) = match model.role_embedding {
@@ -102,15 +103,17 @@ impl<B: Backend> DitRunner<B> {
 }
 
 /// Tokens `start..start + len` of every layer.
-fn narrow_kv<B: Backend>(kv: &ChunkKv<B>, start: usize, len: usize) -> ChunkKv<B> {
-    ChunkKv { layers: kv.layers.iter().map(|l| LayerKv { k: l.k.clone().narrow(2, start, len), v: l.v.clone().narrow(2, start, len) }).collect() }
+fn narrow_kv<B: AttentionBackend>(kv: &ChunkKv<B>, start: usize, len: usize) -> ChunkKv<B> {
+    ChunkKv {
+        layers: kv.layers.iter().map(|l| LayerKv { k: l.k.clone().narrow(2, start, len), v: l.v.clone().narrow(2, start, len) }).collect(),
+    }
 }
 
-fn move_layer<B: Backend>(l: &LayerKv<B>, device: &B::Device) -> LayerKv<B> {
+fn move_layer<B: AttentionBackend>(l: &LayerKv<B>, device: &B::Device) -> LayerKv<B> {
     LayerKv { k: l.k.clone().to_device(device), v: l.v.clone().to_device(device) }
 }
 
-impl<B: Backend> Runner for DitRunner<B> {
+impl<B: AttentionBackend> Runner for DitRunner<B> {
     type Latent = Tensor<B, 5>;
     type Kv = ChunkKv<B>;
 
@@ -127,7 +130,12 @@ impl<B: Backend> Runner for DitRunner<B> {
 
     /// One batched forward (`forward_chunks`, one batch element per node, see
     /// [`BatchContext`]); a single node runs as [`Runner::run`].
-    fn run_batch(&mut self, nodes: &[&Node], sources: &[Option<&Tensor<B, 5>>], reads: &[Vec<&ChunkKv<B>>]) -> Result<Vec<NodeResult<Self>>> {
+    fn run_batch(
+        &mut self,
+        nodes: &[&Node],
+        sources: &[Option<&Tensor<B, 5>>],
+        reads: &[Vec<&ChunkKv<B>>],
+    ) -> Result<Vec<NodeResult<Self>>> {
         if let ([node], [source], [reads]) = (nodes, sources, reads) {
             return Ok(vec![self.run(node, *source, reads)?]);
         }

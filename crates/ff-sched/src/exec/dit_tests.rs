@@ -54,7 +54,8 @@ fn baseline_executors_are_bit_identical_to_serial() {
 fn anchors_and_history_reach_the_model() {
     let (c, model, text) = setup(ContractConfig::new(12).with_stages(2));
     let full = video(&generate(ScheduleKind::FlashForward, &c, &model, &text, Placement::serial()));
-    for ablated in [ContractConfig::new(12).with_stages(2).with_use_anchors(false), ContractConfig::new(12).with_stages(2).with_history(0)] {
+    for ablated in [ContractConfig::new(12).with_stages(2).with_use_anchors(false), ContractConfig::new(12).with_stages(2).with_history(0)]
+    {
         let c = Contract::new(ablated).unwrap();
         let other = video(&generate(ScheduleKind::FlashForward, &c, &model, &text, Placement::serial()));
         // chunk 0 at stage 0 reads no history, but its anchors; every later forward differs

@@ -102,9 +102,7 @@ pub fn execute<R: Runner>(graph: &Graph, placement: &Placement, runners: Vec<R>)
                 peak.push(done.peak_bank_bytes);
             }
             // a worker whose peer failed reports a closed channel; keep the root cause
-            Err(e) if first_err.as_ref().is_none_or(|f| worker::is_peer_stop(f) && !worker::is_peer_stop(&e)) => {
-                first_err = Some(e)
-            }
+            Err(e) if first_err.as_ref().is_none_or(|f| worker::is_peer_stop(f) && !worker::is_peer_stop(&e)) => first_err = Some(e),
             Err(_) => {}
         }
     }

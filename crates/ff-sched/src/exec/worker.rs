@@ -177,7 +177,12 @@ impl<R: Runner> Worker<'_, '_, R> {
 }
 
 /// Runs every worker (worker 0 on this thread) and returns their results in worker order.
-pub(super) fn run_all<R: Runner>(graph: &Graph, placement: &Placement, plans: &[WorkerBanks], runners: Vec<R>) -> Vec<Result<Done<R::Latent>>> {
+pub(super) fn run_all<R: Runner>(
+    graph: &Graph,
+    placement: &Placement,
+    plans: &[WorkerBanks],
+    runners: Vec<R>,
+) -> Vec<Result<Done<R::Latent>>> {
     let routes = Routes::new(graph, placement);
     let n = placement.workers();
     let (lat_tx, lat_rx): (Vec<_>, Vec<_>) = (0..n).map(|_| channel()).unzip();

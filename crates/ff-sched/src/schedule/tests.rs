@@ -82,9 +82,8 @@ fn renderer_forwards_read_their_window_and_same_stage_history_only() {
 #[test]
 fn flashforward_wavefront_edges() {
     let g = graph(ScheduleKind::FlashForward, 81, 4);
-    let render = |i: usize, k: usize| {
-        g.nodes.iter().find(|n| n.kind == NodeKind::Render && n.unit == Unit::Chunk(i) && n.level == k).unwrap().id
-    };
+    let render =
+        |i: usize, k: usize| g.nodes.iter().find(|n| n.kind == NodeKind::Render && n.unit == Unit::Chunk(i) && n.level == k).unwrap().id;
     let cache = |j: usize| g.nodes.iter().find(|n| n.kind == NodeKind::PlannerCache && n.unit == Unit::Block(j)).unwrap().id;
     // chunk 7 (21-23) reads window {20,30,40}: blocks 0 and 1
     let mut want = vec![cache(0), cache(1), render(7, 1)];

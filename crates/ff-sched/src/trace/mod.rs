@@ -48,9 +48,11 @@ impl Trace {
 
     /// Chrome trace-event JSON (`ph: "X"` complete events, one thread per worker, µs).
     pub fn chrome_json(&self, graph: &Graph) -> serde_json::Value {
-        let names = self.names.iter().enumerate().map(|(tid, name)| {
-            serde_json::json!({ "name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": { "name": name } })
-        });
+        let names = self
+            .names
+            .iter()
+            .enumerate()
+            .map(|(tid, name)| serde_json::json!({ "name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": { "name": name } }));
         let events: Vec<serde_json::Value> = self
             .spans
             .iter()

@@ -62,9 +62,7 @@ impl Configs {
         for (flag, pixels, patch) in [("--height", height, ph), ("--width", width, pw)] {
             let step = s * patch;
             if pixels == 0 || pixels % step != 0 {
-                bail!(
-                    "{flag} {pixels} must be a positive multiple of {step} (VAE factor {s} × DiT patch {patch})"
-                );
+                bail!("{flag} {pixels} must be a positive multiple of {step} (VAE factor {s} × DiT patch {patch})");
             }
         }
         Ok([height / s, width / s])
@@ -74,9 +72,7 @@ impl Configs {
     pub fn check_latents(&self, latents: usize) -> Result<()> {
         let max = self.dit.rope_max_positions;
         if latents > max {
-            bail!(
-                "{latents} latent frames exceed the DiT's {max} RoPE positions: ask for a shorter video"
-            );
+            bail!("{latents} latent frames exceed the DiT's {max} RoPE positions: ask for a shorter video");
         }
         Ok(())
     }
@@ -87,11 +83,7 @@ mod tests {
     use super::*;
 
     fn wan() -> Configs {
-        Configs {
-            dit: DitConfig::wan_t2v_1_3b(),
-            vae: WanVaeConfig::wan2_1(),
-            text: Umt5Config::umt5_xxl(),
-        }
+        Configs { dit: DitConfig::wan_t2v_1_3b(), vae: WanVaeConfig::wan2_1(), text: Umt5Config::umt5_xxl() }
     }
 
     #[test]
@@ -99,10 +91,7 @@ mod tests {
         assert_eq!(wan().latent_size(480, 832).unwrap(), [60, 104]);
         assert_eq!(wan().latent_size(16, 16).unwrap(), [2, 2]);
         let err = wan().latent_size(480, 840).unwrap_err().to_string();
-        assert!(
-            err.contains("--width 840 must be a positive multiple of 16"),
-            "{err}"
-        );
+        assert!(err.contains("--width 840 must be a positive multiple of 16"), "{err}");
         assert!(wan().latent_size(0, 16).is_err());
     }
 
@@ -110,9 +99,6 @@ mod tests {
     fn lengths_stay_within_the_rope_table() {
         assert!(wan().check_latents(1024).is_ok());
         let err = wan().check_latents(1025).unwrap_err().to_string();
-        assert!(
-            err.contains("1025 latent frames exceed the DiT's 1024 RoPE positions"),
-            "{err}"
-        );
+        assert!(err.contains("1025 latent frames exceed the DiT's 1024 RoPE positions"), "{err}");
     }
 }

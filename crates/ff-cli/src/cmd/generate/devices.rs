@@ -39,19 +39,11 @@ pub enum Executor {
 impl Executor {
     /// The placement for a schedule of `stages` stages on `devices`.
     pub fn placement(self, stages: usize, devices: &DeviceSpec) -> Placement {
-        let stage_workers = if devices.count() > 1 {
-            devices.count()
-        } else {
-            stages
-        };
+        let stage_workers = if devices.count() > 1 { devices.count() } else { stages };
         match self {
             Self::Serial | Self::Batched => Placement::serial(),
             Self::Wavefront => Placement::wavefront(stage_workers),
-            Self::Streaming => Placement::streaming(
-                stage_workers
-                    .saturating_sub(usize::from(devices.count() > 1))
-                    .max(1),
-            ),
+            Self::Streaming => Placement::streaming(stage_workers.saturating_sub(usize::from(devices.count() > 1)).max(1)),
         }
     }
 }
@@ -73,21 +65,11 @@ mod tests {
         assert_eq!(Executor::Batched.placement(4, &four).workers(), 1);
         assert_eq!(Executor::Wavefront.placement(4, &cpu).workers(), 4);
         assert_eq!(Executor::Wavefront.placement(4, &four).workers(), 4);
-        assert_eq!(
-            Executor::Wavefront
-                .placement(4, &DeviceSpec::Cuda(vec![0, 1]))
-                .workers(),
-            2
-        );
+        assert_eq!(Executor::Wavefront.placement(4, &DeviceSpec::Cuda(vec![0, 1])).workers(), 2);
         // Streaming: a planner worker beside the stage workers; on 4 GPUs, 3 stage workers + planner.
         assert_eq!(Executor::Streaming.placement(4, &cpu).workers(), 5);
         assert_eq!(Executor::Streaming.placement(4, &four).workers(), 4);
-        assert_eq!(
-            (0..5)
-                .map(|w| device_of(w, four.count()))
-                .collect::<Vec<_>>(),
-            [0, 1, 2, 3, 0]
-        );
+        assert_eq!((0..5).map(|w| device_of(w, four.count())).collect::<Vec<_>>(), [0, 1, 2, 3, 0]);
         assert_eq!(device_name(&four, 3), "cuda:3");
     }
 }

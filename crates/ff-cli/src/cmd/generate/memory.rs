@@ -36,10 +36,7 @@ pub struct Estimate {
 
 impl Estimate {
     pub fn add(&mut self, what: impl Into<String>, bytes: u64) {
-        self.parts.push(Part {
-            what: what.into(),
-            bytes,
-        });
+        self.parts.push(Part { what: what.into(), bytes });
     }
 
     pub fn total(&self) -> u64 {
@@ -51,11 +48,7 @@ impl Estimate {
         if self.total() <= available {
             return Ok(());
         }
-        let parts: Vec<String> = self
-            .parts
-            .iter()
-            .map(|p| format!("{}: {}", p.what, human(p.bytes)))
-            .collect();
+        let parts: Vec<String> = self.parts.iter().map(|p| format!("{}: {}", p.what, human(p.bytes))).collect();
         bail!(
             "not enough memory on {device}: the run needs about {} but {} is available ({}); \
              use a smaller --height/--width, fewer latents, another --executor or more --devices",
@@ -85,40 +78,27 @@ pub fn mem_available(meminfo: &str) -> Option<u64> {
 
 /// Available RAM of this machine, from `/proc/meminfo`.
 pub fn available_ram() -> Result<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo")
-        .context("cannot read /proc/meminfo for the memory check")?;
+    let text = std::fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo for the memory check")?;
     mem_available(&text).context("/proc/meminfo has no MemAvailable line")
 }
 
 /// Tensor keys and element counts of a checkpoint: exact from safetensors headers; a pickle
 /// counts as its file size over 2 bytes per element when its name says bf16/fp16, else 4.
 pub fn checkpoint_contents(path: &Path) -> Result<(Vec<String>, u64)> {
-    let files = CheckpointFiles::resolve(path)
-        .with_context(|| format!("cannot read checkpoint {}", path.display()))?;
+    let files = CheckpointFiles::resolve(path).with_context(|| format!("cannot read checkpoint {}", path.display()))?;
     let mut keys = Vec::new();
     let mut elements = 0;
     for file in &files.files {
         match file {
             CheckpointFile::Safetensors(p) => {
                 let header = SafetensorsHeader::read(p)?;
-                elements += header
-                    .tensors
-                    .values()
-                    .map(|t| t.shape.iter().product::<usize>() as u64)
-                    .sum::<u64>();
+                elements += header.tensors.values().map(|t| t.shape.iter().product::<usize>() as u64).sum::<u64>();
                 keys.extend(header.tensors.into_keys());
             }
             CheckpointFile::Torch { path, .. } => {
-                let len = std::fs::metadata(path)
-                    .with_context(|| format!("cannot read {}", path.display()))?
-                    .len();
+                let len = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
                 let name = path.to_string_lossy().to_ascii_lowercase();
-                elements += len
-                    / if name.contains("bf16") || name.contains("fp16") {
-                        2
-                    } else {
-                        4
-                    };
+                elements += len / if name.contains("bf16") || name.contains("fp16") { 2 } else { 4 };
             }
         }
     }
@@ -127,25 +107,10 @@ pub fn checkpoint_contents(path: &Path) -> Result<(Vec<String>, u64)> {
 
 /// Peak activation bytes of one DiT forward of `q` query tokens over `k` self-attention keys
 /// (context + own) and `text` prompt tokens (see the module docs).
-pub fn forward_activation_bytes(
-    c: &DitConfig,
-    q: usize,
-    k: usize,
-    text: usize,
-    dtype_bytes: usize,
-) -> u64 {
+pub fn forward_activation_bytes(c: &DitConfig, q: usize, k: usize, text: usize, dtype_bytes: usize) -> u64 {
     let (q, k, text) = (q as u64, k as u64, text as u64);
-    let (dim, ffn, heads, layers) = (
-        c.dim as u64,
-        c.ffn_dim as u64,
-        c.num_heads as u64,
-        c.num_layers as u64,
-    );
-    let elements = 12 * q * dim
-        + 2 * k * dim
-        + 2 * q * ffn
-        + 2 * heads * q * (k + text)
-        + 2 * layers * q * dim;
+    let (dim, ffn, heads, layers) = (c.dim as u64, c.ffn_dim as u64, c.num_heads as u64, c.num_layers as u64);
+    let elements = 12 * q * dim + 2 * k * dim + 2 * q * ffn + 2 * heads * q * (k + text) + 2 * layers * q * dim;
     elements * dtype_bytes as u64
 }
 
@@ -172,13 +137,7 @@ pub struct Sizes<'a> {
 /// The estimate of each of `devices` devices for `graph` on `placement`, whose forwards are
 /// `forwards` (node groups run as one packed forward: one node each, or the batched executor's
 /// waves; a packed forward's scores span all its queries and keys).
-pub fn device_estimates(
-    graph: &Graph,
-    placement: &Placement,
-    forwards: &[Vec<NodeId>],
-    devices: usize,
-    s: &Sizes,
-) -> Vec<Estimate> {
+pub fn device_estimates(graph: &Graph, placement: &Placement, forwards: &[Vec<NodeId>], devices: usize, s: &Sizes) -> Vec<Estimate> {
     let c = s.dit;
     let [lh, lw] = s.latents;
     let dims = KvDims::from_dit(c, lh, lw, s.dtype_bytes);
@@ -192,41 +151,22 @@ pub fn device_estimates(
     for (worker, banks) in bank_plan(graph, placement).iter().enumerate() {
         let biggest = forwards
             .iter()
-            .filter(|group| {
-                group
-                    .first()
-                    .is_some_and(|&id| placement.worker_of(&graph.nodes[id]) == worker)
-            })
+            .filter(|group| group.first().is_some_and(|&id| placement.worker_of(&graph.nodes[id]) == worker))
             .map(|group| {
                 let nodes = group.iter().map(|&id| &graph.nodes[id]);
                 let own: usize = nodes.clone().map(|n| n.positions.len()).sum();
                 let read: usize = nodes.flat_map(|n| &n.reads).map(frames_read).sum();
-                forward_activation_bytes(
-                    c,
-                    own * per_frame,
-                    (own + read) * per_frame,
-                    c.text_len,
-                    s.dtype_bytes,
-                )
+                forward_activation_bytes(c, own * per_frame, (own + read) * per_frame, c.text_len, s.dtype_bytes)
             })
             .max()
             .unwrap_or(0);
         let e = &mut estimates[device_of(worker, devices)];
-        e.add(
-            format!("worker {worker} K/V banks"),
-            banks.bytes(&dims) as u64,
-        );
+        e.add(format!("worker {worker} K/V banks"), banks.bytes(&dims) as u64);
         e.add(format!("worker {worker} biggest forward"), biggest);
-        e.add(
-            format!("worker {worker} prompt K/V"),
-            text_context_bytes(c, s.dtype_bytes) * (1 + u64::from(s.roles)),
-        );
+        e.add(format!("worker {worker} prompt K/V"), text_context_bytes(c, s.dtype_bytes) * (1 + u64::from(s.roles)));
     }
     for e in estimates.iter_mut().filter(|e| !e.parts.is_empty()) {
-        e.add(
-            "DiT weights",
-            s.dit_elements * dtype * (1 + u64::from(s.roles)),
-        );
+        e.add("DiT weights", s.dit_elements * dtype * (1 + u64::from(s.roles)));
     }
     let [h, w] = s.pixels;
     estimates[0].add("VAE weights", s.vae_elements * dtype);
@@ -240,8 +180,7 @@ mod tests {
 
     #[test]
     fn meminfo_available_line_is_read_in_bytes() {
-        let text =
-            "MemTotal:       24576000 kB\nMemFree:         1000 kB\nMemAvailable:   12345678 kB\n";
+        let text = "MemTotal:       24576000 kB\nMemFree:         1000 kB\nMemAvailable:   12345678 kB\n";
         assert_eq!(mem_available(text), Some(12_345_678 * 1024));
         assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
         assert!(available_ram().unwrap() > 0);
@@ -255,18 +194,9 @@ mod tests {
         assert_eq!(e.total(), 4 << 30);
         assert!(e.check("cpu", 4 << 30).is_ok());
         let err = e.check("cpu", 2 << 30).unwrap_err().to_string();
-        assert!(
-            err.contains("about 4.00 GiB") && err.contains("2.00 GiB is available"),
-            "{err}"
-        );
-        assert!(
-            err.contains("DiT weights: 3.00 GiB") && err.contains("K/V banks: 1.00 GiB"),
-            "{err}"
-        );
-        assert_eq!(
-            (human(3 << 19), human(1536)),
-            ("1.50 MiB".to_string(), "1.50 KiB".to_string())
-        );
+        assert!(err.contains("about 4.00 GiB") && err.contains("2.00 GiB is available"), "{err}");
+        assert!(err.contains("DiT weights: 3.00 GiB") && err.contains("K/V banks: 1.00 GiB"), "{err}");
+        assert_eq!((human(3 << 19), human(1536)), ("1.50 MiB".to_string(), "1.50 KiB".to_string()));
     }
 
     #[test]
@@ -277,11 +207,7 @@ mod tests {
         let bytes = forward_activation_bytes(&c, q, k, 512, 4);
         let scores = 2 * 12 * q as u64 * (k + 512) as u64 * 4;
         assert!(bytes > scores, "scores are part of the estimate");
-        assert!(
-            bytes < scores + (4u64 << 30),
-            "and dominate it: {}",
-            human(bytes)
-        );
+        assert!(bytes < scores + (4u64 << 30), "and dominate it: {}", human(bytes));
         assert!(forward_activation_bytes(&c, q, 2 * k, 512, 4) > bytes);
         assert_eq!(forward_activation_bytes(&c, q, k, 512, 2) * 2, bytes);
         assert_eq!(text_context_bytes(&c, 4), 2 * 30 * 512 * 1536 * 4);
@@ -290,9 +216,7 @@ mod tests {
     #[test]
     fn devices_hold_their_workers_banks_and_one_weight_copy() {
         let contract = ff_sched::Contract::new(ff_sched::ContractConfig::new(81)).unwrap();
-        let graph = ff_sched::ScheduleKind::FlashForward
-            .build(&contract)
-            .unwrap();
+        let graph = ff_sched::ScheduleKind::FlashForward.build(&contract).unwrap();
         let dit = DitConfig::wan_t2v_1_3b();
         let sizes = Sizes {
             dit: &dit,
@@ -304,59 +228,26 @@ mod tests {
             latents: [60, 104],
             dtype_bytes: 4,
         };
-        let single =
-            |g: &Graph| -> Vec<Vec<NodeId>> { g.nodes.iter().map(|n| vec![n.id]).collect() };
+        let single = |g: &Graph| -> Vec<Vec<NodeId>> { g.nodes.iter().map(|n| vec![n.id]).collect() };
         let nodes = single(&graph);
         let serial = device_estimates(&graph, &Placement::serial(), &nodes, 1, &sizes);
         let spread = device_estimates(&graph, &Placement::wavefront(4), &nodes, 4, &sizes);
         let shared = device_estimates(&graph, &Placement::wavefront(4), &nodes, 1, &sizes);
-        let batched = device_estimates(
-            &graph,
-            &Placement::serial(),
-            &ff_sched::exec::waves(&graph),
-            1,
-            &sizes,
-        );
+        let batched = device_estimates(&graph, &Placement::serial(), &ff_sched::exec::waves(&graph), 1, &sizes);
         assert_eq!(spread.len(), 4);
         let weights = |e: &Estimate| e.parts.iter().filter(|p| p.what == "DiT weights").count();
-        assert!(
-            spread.iter().all(|e| weights(e) == 1),
-            "a weight copy per device"
-        );
-        assert_eq!(
-            weights(&shared[0]),
-            1,
-            "workers on one device share the weights"
-        );
+        assert!(spread.iter().all(|e| weights(e) == 1), "a weight copy per device");
+        assert_eq!(weights(&shared[0]), 1, "workers on one device share the weights");
         // Each GPU holds one stage bank; one device holding all four holds more than serial does.
         assert!(spread[1].total() < serial[0].total());
         assert!(shared[0].total() > serial[0].total());
         // Packing a wave of up to 4 chunks into one forward multiplies its scores.
-        assert!(
-            batched[0].total() > serial[0].total() + (20 << 30),
-            "{}",
-            human(batched[0].total())
-        );
+        assert!(batched[0].total() > serial[0].total() + (20 << 30), "{}", human(batched[0].total()));
         // 480p, 1.3B in f32: weights 5.2 GB + VAE; the materialised attention scores dominate.
-        assert!(
-            serial[0].total() > 6 << 30 && serial[0].total() < 128 << 30,
-            "{}",
-            human(serial[0].total())
-        );
-        let bidirectional = ff_sched::ScheduleKind::Bidirectional
-            .build(&contract)
-            .unwrap();
-        let clip = device_estimates(
-            &bidirectional,
-            &Placement::serial(),
-            &single(&bidirectional),
-            1,
-            &sizes,
-        );
-        assert!(
-            clip[0].total() > 1 << 40,
-            "a whole-clip forward with materialised scores does not fit anywhere"
-        );
+        assert!(serial[0].total() > 6 << 30 && serial[0].total() < 128 << 30, "{}", human(serial[0].total()));
+        let bidirectional = ff_sched::ScheduleKind::Bidirectional.build(&contract).unwrap();
+        let clip = device_estimates(&bidirectional, &Placement::serial(), &single(&bidirectional), 1, &sizes);
+        assert!(clip[0].total() > 1 << 40, "a whole-clip forward with materialised scores does not fit anywhere");
     }
 
     #[test]
@@ -371,17 +262,9 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let (mut keys, elements) = checkpoint_contents(&path).unwrap();
         keys.sort();
-        assert_eq!(
-            (keys, elements),
-            (vec!["a".to_string(), "b".to_string()], 10)
-        );
+        assert_eq!((keys, elements), (vec!["a".to_string(), "b".to_string()], 10));
         std::fs::write(&path, b"junk").unwrap();
-        assert!(
-            checkpoint_contents(&path)
-                .unwrap_err()
-                .to_string()
-                .contains("w.safetensors")
-        );
+        assert!(checkpoint_contents(&path).unwrap_err().to_string().contains("w.safetensors"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

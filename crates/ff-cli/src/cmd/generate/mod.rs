@@ -16,12 +16,12 @@ mod plan;
 mod prompt;
 mod stream;
 
+use ff_model::AttentionBackend;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use burn::tensor::backend::Backend;
 use ff_model::text::PromptEmbedding;
 use ff_sched::ScheduleKind;
 
@@ -87,14 +87,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let sink = VideoSink::create(&args.out)?;
     eprintln!("{}", plan.describe(&args));
     let text_start = Instant::now();
-    let (embedding, source) =
-        prompt::embed(&plan.text, &args.prompt, args.prompt_cache.as_deref())?;
+    let (embedding, source) = prompt::embed(&plan.text, &args.prompt, args.prompt_cache.as_deref())?;
     let text_time = text_start.elapsed();
 
-    let stop = Stop {
-        interrupt: install_interrupt_flag()?,
-        abort: Default::default(),
-    };
+    let stop = Stop { interrupt: install_interrupt_flag()?, abort: Default::default() };
     let job = pipeline::Job {
         graph: &plan.graph,
         placement: plan.placement,
@@ -106,28 +102,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         latent_size: plan.latent_size,
         seed: args.seed,
     };
-    let outcome = dispatch(
-        &args.devices,
-        args.precision,
-        Generate {
-            job,
-            text: embedding,
-            sink,
-            stop,
-        },
-    )?;
+    let outcome = dispatch(&args.devices, args.precision, Generate { job, text: embedding, sink, stop })?;
 
     let secs = |d: Duration| format!("{:.3} s", d.as_secs_f64());
     let text = match source {
         prompt::Source::Cache => "from the prompt cache",
         prompt::Source::Encoded => "encoded on the CPU",
     };
-    eprintln!(
-        "text: {} tokens, {text} in {} | models loaded in {}",
-        plan.tokens,
-        secs(text_time),
-        secs(outcome.load)
-    );
+    eprintln!("text: {} tokens, {text} in {} | models loaded in {}", plan.tokens, secs(text_time), secs(outcome.load));
     eprintln!(
         "denoising path {} | TTFF {} | total with VAE {} | slowest worker busy {:.3} s | peak K/V banks {}",
         secs(outcome.denoise),
@@ -142,11 +124,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         (None, Some(reason)) => {
-            eprintln!(
-                "stopped: {reason}; {} has the {} frames finished so far",
-                args.out.display(),
-                outcome.frames
-            );
+            eprintln!("stopped: {reason}; {} has the {} frames finished so far", args.out.display(), outcome.frames);
             Ok(ExitCode::from(130))
         }
         (None, None) => bail!("the generation ended without a video"),
@@ -158,7 +136,7 @@ struct Probe;
 
 impl BackendTask for Probe {
     type Output = ();
-    fn run<B: Backend>(self, _: Vec<B::Device>) -> Result<()> {
+    fn run<B: AttentionBackend>(self, _: Vec<B::Device>) -> Result<()> {
         Ok(())
     }
 }
@@ -173,7 +151,7 @@ struct Generate<'a> {
 
 impl BackendTask for Generate<'_> {
     type Output = pipeline::Outcome;
-    fn run<B: Backend>(self, devices: Vec<B::Device>) -> Result<pipeline::Outcome> {
+    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> Result<pipeline::Outcome> {
         pipeline::generate::<B>(&self.job, &self.text, &devices, self.sink, self.stop)
     }
 }

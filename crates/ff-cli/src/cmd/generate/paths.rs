@@ -19,12 +19,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 
 /// Hub repositories searched in the cache, in order.
-pub const HUB_REPOS: [&str; 4] = [
-    "Wan-AI/Wan2.1-T2V-1.3B",
-    "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
-    "Wan-AI/Wan2.1-T2V-14B",
-    "Wan-AI/Wan2.1-T2V-14B-Diffusers",
-];
+pub const HUB_REPOS: [&str; 4] =
+    ["Wan-AI/Wan2.1-T2V-1.3B", "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", "Wan-AI/Wan2.1-T2V-14B", "Wan-AI/Wan2.1-T2V-14B-Diffusers"];
 
 /// Files given one by one on the command line (each overrides the directory's).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -92,65 +88,31 @@ impl FileFlags {
                 }
                 (format!("--model-dir {}", dir.display()), scan(dir))
             }
-            (None, Some(snapshot)) => (
-                format!("the Hugging Face cache ({})", snapshot.display()),
-                scan(&snapshot),
-            ),
+            (None, Some(snapshot)) => (format!("the Hugging Face cache ({})", snapshot.display()), scan(&snapshot)),
             (None, None) => (
                 format!(
                     "no --model-dir and no snapshot of {} in the Hugging Face cache{}",
                     HUB_REPOS.join(", "),
-                    hub.map(|h| format!(" ({})", h.display()))
-                        .unwrap_or_default()
+                    hub.map(|h| format!(" ({})", h.display())).unwrap_or_default()
                 ),
                 Found::default(),
             ),
         };
         let mut missing = Vec::new();
-        let mut pick =
-            |flag: &Option<PathBuf>, found: Option<PathBuf>, name: &str, expected: &str| {
-                let path = flag.clone().or(found);
-                match &path {
-                    Some(p) if !p.exists() => {
-                        missing.push(format!("{name}: {} does not exist", p.display()))
-                    }
-                    None => missing.push(format!(
-                        "{name}: not found in {origin} (expected {expected}; or pass --{name})"
-                    )),
-                    Some(_) => {}
-                }
-                path.unwrap_or_default()
-            };
-        let dit = pick(
-            &self.dit,
-            found.dit,
-            "dit",
-            "diffusion_pytorch_model*.safetensors or transformer/",
-        );
-        let dit_config = pick(
-            &self.dit_config,
-            found.dit_config,
-            "dit-config",
-            "config.json or transformer/config.json",
-        );
-        let vae = pick(
-            &self.vae,
-            found.vae,
-            "vae",
-            "Wan2.1_VAE.pth or vae/diffusion_pytorch_model.safetensors",
-        );
-        let text_encoder = pick(
-            &self.text_encoder,
-            found.text_encoder,
-            "text-encoder",
-            "models_t5_umt5-xxl-enc-bf16.pth or text_encoder/",
-        );
-        let tokenizer = pick(
-            &self.tokenizer,
-            found.tokenizer,
-            "tokenizer",
-            "google/umt5-xxl/tokenizer.json or tokenizer/tokenizer.json",
-        );
+        let mut pick = |flag: &Option<PathBuf>, found: Option<PathBuf>, name: &str, expected: &str| {
+            let path = flag.clone().or(found);
+            match &path {
+                Some(p) if !p.exists() => missing.push(format!("{name}: {} does not exist", p.display())),
+                None => missing.push(format!("{name}: not found in {origin} (expected {expected}; or pass --{name})")),
+                Some(_) => {}
+            }
+            path.unwrap_or_default()
+        };
+        let dit = pick(&self.dit, found.dit, "dit", "diffusion_pytorch_model*.safetensors or transformer/");
+        let dit_config = pick(&self.dit_config, found.dit_config, "dit-config", "config.json or transformer/config.json");
+        let vae = pick(&self.vae, found.vae, "vae", "Wan2.1_VAE.pth or vae/diffusion_pytorch_model.safetensors");
+        let text_encoder = pick(&self.text_encoder, found.text_encoder, "text-encoder", "models_t5_umt5-xxl-enc-bf16.pth or text_encoder/");
+        let tokenizer = pick(&self.tokenizer, found.tokenizer, "tokenizer", "google/umt5-xxl/tokenizer.json or tokenizer/tokenizer.json");
         let mut optional = |flag: &Option<PathBuf>, found: Option<PathBuf>, name: &str| {
             let path = flag.clone().or(found);
             if let Some(p) = path.as_ref().filter(|p| !p.exists()) {
@@ -159,23 +121,11 @@ impl FileFlags {
             path
         };
         let vae_config = optional(&self.vae_config, found.vae_config, "vae-config");
-        let text_encoder_config = optional(
-            &self.text_encoder_config,
-            found.text_encoder_config,
-            "text-encoder-config",
-        );
+        let text_encoder_config = optional(&self.text_encoder_config, found.text_encoder_config, "text-encoder-config");
         if !missing.is_empty() {
             bail!("model files missing:\n  {}", missing.join("\n  "));
         }
-        Ok(ModelFiles {
-            dit,
-            dit_config,
-            vae,
-            vae_config,
-            text_encoder,
-            text_encoder_config,
-            tokenizer,
-        })
+        Ok(ModelFiles { dit, dit_config, vae, vae_config, text_encoder, text_encoder_config, tokenizer })
     }
 }
 
@@ -195,8 +145,7 @@ fn scan(dir: &Path) -> Found {
         };
     }
     Found {
-        dit: file("diffusion_pytorch_model.safetensors.index.json")
-            .or_else(|| file("diffusion_pytorch_model.safetensors")),
+        dit: file("diffusion_pytorch_model.safetensors.index.json").or_else(|| file("diffusion_pytorch_model.safetensors")),
         dit_config: file("config.json"),
         vae: file("Wan2.1_VAE.pth"),
         vae_config: None,
@@ -245,8 +194,7 @@ mod tests {
 
     impl Scratch {
         fn new(name: &str) -> Self {
-            let dir = std::env::temp_dir()
-                .join(format!("ff-generate-paths-{}-{name}", std::process::id()));
+            let dir = std::env::temp_dir().join(format!("ff-generate-paths-{}-{name}", std::process::id()));
             let _ = fs::remove_dir_all(&dir);
             fs::create_dir_all(&dir).unwrap();
             Self(dir)
@@ -288,10 +236,7 @@ mod tests {
     ];
 
     fn dir_flags(dir: &Path) -> FileFlags {
-        FileFlags {
-            model_dir: Some(dir.to_path_buf()),
-            ..Default::default()
-        }
+        FileFlags { model_dir: Some(dir.to_path_buf()), ..Default::default() }
     }
 
     #[test]
@@ -320,12 +265,7 @@ mod tests {
             "diffusion_pytorch_model.safetensors.index.json",
         ]);
         let files = dir_flags(&sharded.0).resolve(None).unwrap();
-        assert_eq!(
-            files.dit,
-            sharded
-                .0
-                .join("diffusion_pytorch_model.safetensors.index.json")
-        );
+        assert_eq!(files.dit, sharded.0.join("diffusion_pytorch_model.safetensors.index.json"));
     }
 
     #[test]
@@ -339,23 +279,16 @@ mod tests {
         assert_eq!(files.vae, d.join("vae/diffusion_pytorch_model.safetensors"));
         assert_eq!(files.vae_config, Some(d.join("vae/config.json")));
         assert_eq!(files.text_encoder, d.join("text_encoder"));
-        assert_eq!(
-            files.text_encoder_config,
-            Some(d.join("text_encoder/config.json"))
-        );
+        assert_eq!(files.text_encoder_config, Some(d.join("text_encoder/config.json")));
         assert_eq!(files.tokenizer, d.join("tokenizer/tokenizer.json"));
     }
 
     #[test]
     fn flags_override_the_directory() {
         let s = Scratch::new("override");
-        s.touch(&ORIGINAL)
-            .touch(&["mine/vae.safetensors", "mine/vae.json"]);
-        let flags = FileFlags {
-            vae: Some(s.0.join("mine/vae.safetensors")),
-            vae_config: Some(s.0.join("mine/vae.json")),
-            ..dir_flags(&s.0)
-        };
+        s.touch(&ORIGINAL).touch(&["mine/vae.safetensors", "mine/vae.json"]);
+        let flags =
+            FileFlags { vae: Some(s.0.join("mine/vae.safetensors")), vae_config: Some(s.0.join("mine/vae.json")), ..dir_flags(&s.0) };
         let files = flags.resolve(None).unwrap();
         assert_eq!(files.vae, s.0.join("mine/vae.safetensors"));
         assert_eq!(files.vae_config, Some(s.0.join("mine/vae.json")));
@@ -366,27 +299,15 @@ mod tests {
     fn missing_files_are_named() {
         let s = Scratch::new("missing");
         s.touch(&ORIGINAL[..3]);
-        let flags = FileFlags {
-            tokenizer: Some(s.0.join("nope/tokenizer.json")),
-            ..dir_flags(&s.0)
-        };
+        let flags = FileFlags { tokenizer: Some(s.0.join("nope/tokenizer.json")), ..dir_flags(&s.0) };
         let err = flags.resolve(None).unwrap_err().to_string();
-        assert!(
-            err.contains("text-encoder: not found in --model-dir"),
-            "{err}"
-        );
+        assert!(err.contains("text-encoder: not found in --model-dir"), "{err}");
         assert!(err.contains("models_t5_umt5-xxl-enc-bf16.pth"), "{err}");
         assert!(err.contains("nope/tokenizer.json does not exist"), "{err}");
         assert!(!err.contains("dit:"), "the DiT is there: {err}");
         let err = FileFlags::default().resolve(None).unwrap_err().to_string();
-        assert!(
-            err.contains("no --model-dir") && err.contains("Wan-AI/Wan2.1-T2V-1.3B"),
-            "{err}"
-        );
-        let err = dir_flags(&s.0.join("absent"))
-            .resolve(None)
-            .unwrap_err()
-            .to_string();
+        assert!(err.contains("no --model-dir") && err.contains("Wan-AI/Wan2.1-T2V-1.3B"), "{err}");
+        let err = dir_flags(&s.0.join("absent")).resolve(None).unwrap_err().to_string();
         assert!(err.contains("absent: no such directory"), "{err}");
     }
 
@@ -399,45 +320,22 @@ mod tests {
         fs::create_dir_all(hub.0.join(repo).join("refs")).unwrap();
         fs::write(hub.0.join(repo).join("refs/main"), "aaaa\n").unwrap();
         let files = FileFlags::default().resolve(Some(&hub.0)).unwrap();
-        assert_eq!(
-            files.dit,
-            hub.0.join(repo).join("snapshots/aaaa/transformer")
-        );
+        assert_eq!(files.dit, hub.0.join(repo).join("snapshots/aaaa/transformer"));
         // --model-dir wins over the cache.
         let dir = Scratch::new("hub-dir");
         dir.touch(&ORIGINAL);
-        assert_eq!(
-            dir_flags(&dir.0).resolve(Some(&hub.0)).unwrap().dit,
-            dir.0.join(ORIGINAL[0])
-        );
+        assert_eq!(dir_flags(&dir.0).resolve(Some(&hub.0)).unwrap().dit, dir.0.join(ORIGINAL[0]));
     }
 
     #[test]
     fn hub_cache_root_follows_the_environment() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                pairs
-                    .iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| v.to_string())
-            }
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
         };
-        assert_eq!(
-            hub_cache_dir(env(&[("HF_HUB_CACHE", "/c"), ("HF_HOME", "/h")])),
-            Some("/c".into())
-        );
-        assert_eq!(
-            hub_cache_dir(env(&[("HF_HOME", "/h"), ("HOME", "/home/u")])),
-            Some("/h/hub".into())
-        );
-        assert_eq!(
-            hub_cache_dir(env(&[("XDG_CACHE_HOME", "/x")])),
-            Some("/x/huggingface/hub".into())
-        );
-        assert_eq!(
-            hub_cache_dir(env(&[("HOME", "/home/u")])),
-            Some("/home/u/.cache/huggingface/hub".into())
-        );
+        assert_eq!(hub_cache_dir(env(&[("HF_HUB_CACHE", "/c"), ("HF_HOME", "/h")])), Some("/c".into()));
+        assert_eq!(hub_cache_dir(env(&[("HF_HOME", "/h"), ("HOME", "/home/u")])), Some("/h/hub".into()));
+        assert_eq!(hub_cache_dir(env(&[("XDG_CACHE_HOME", "/x")])), Some("/x/huggingface/hub".into()));
+        assert_eq!(hub_cache_dir(env(&[("HOME", "/home/u")])), Some("/home/u/.cache/huggingface/hub".into()));
         assert_eq!(hub_cache_dir(env(&[])), None);
     }
 }

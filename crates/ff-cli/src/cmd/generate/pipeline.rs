@@ -8,13 +8,14 @@
 //! overlaps denoising and runs on device 0, so on a single device the two share it (the `bench`
 //! command measures schedules without the VAE).
 
+use ff_model::AttentionBackend;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
-use burn::tensor::{Tensor, backend::Backend};
+use burn::tensor::Tensor;
 use ff_model::dit::{DitConfig, WanDit};
 use ff_model::text::PromptEmbedding;
 use ff_model::vae::{WanVae, WanVaeConfig};
@@ -60,32 +61,21 @@ pub struct Outcome {
 }
 
 /// The DiT runner (model, prompt context, noise) and the VAE of `job`, on `device`.
-fn load_models<B: Backend>(
-    job: &Job,
-    text: &PromptEmbedding,
-    device: &B::Device,
-) -> Result<(DitRunner<B>, WanVae<B>)> {
-    let dit = WanDit::<B>::load(job.dit_config, job.dit, device)
-        .with_context(|| format!("cannot load the DiT from {}", job.dit.display()))?;
-    let context: Tensor<B, 3> = text
-        .to_context::<B>(job.dit_config.text_len, device)?
-        .unsqueeze();
+fn load_models<B: AttentionBackend>(job: &Job, text: &PromptEmbedding, device: &B::Device) -> Result<(DitRunner<B>, WanVae<B>)> {
+    let dit =
+        WanDit::<B>::load(job.dit_config, job.dit, device).with_context(|| format!("cannot load the DiT from {}", job.dit.display()))?;
+    let context: Tensor<B, 3> = text.to_context::<B>(job.dit_config.text_len, device)?.unsqueeze();
     let [height, width] = job.latent_size;
-    let noise = NoiseSpec {
-        seed: job.seed,
-        channels: job.dit_config.in_channels,
-        height,
-        width,
-    };
+    let noise = NoiseSpec { seed: job.seed, channels: job.dit_config.in_channels, height, width };
     let runner = DitRunner::new(&dit, context, &job.graph.contract, noise);
-    let vae = WanVae::<B>::load(job.vae, job.vae_config, device)
-        .with_context(|| format!("cannot load the VAE from {}", job.vae.display()))?;
+    let vae =
+        WanVae::<B>::load(job.vae, job.vae_config, device).with_context(|| format!("cannot load the VAE from {}", job.vae.display()))?;
     Ok((runner, vae))
 }
 
 /// Runs `job` on `devices` (worker `w` on `devices[w mod n]`; the VAE on `devices[0]`), writing
 /// the video into `sink`.
-pub fn generate<B: Backend>(
+pub fn generate<B: AttentionBackend>(
     job: &Job,
     text: &PromptEmbedding,
     devices: &[B::Device],
@@ -128,16 +118,12 @@ pub fn generate<B: Backend>(
             Ok(())
         };
         // Receiving ends when every worker has dropped its sender, i.e. the executor returned.
-        let written = rx
-            .iter()
-            .try_for_each(|done| order.push(done).into_iter().try_for_each(&mut write));
+        let written = rx.iter().try_for_each(|done| order.push(done).into_iter().try_for_each(&mut write));
         if written.is_err() {
             stop.abort.store(true, Ordering::SeqCst);
             rx.iter().for_each(drop);
         }
-        let execution = executor
-            .join()
-            .map_err(|_| anyhow!("the executor thread panicked"));
+        let execution = executor.join().map_err(|_| anyhow!("the executor thread panicked"));
         (execution, written)
     });
     let total = start.elapsed();
@@ -155,35 +141,13 @@ pub fn generate<B: Backend>(
             progress.finish();
             let want = job.graph.contract.config.latents;
             if order.done() != want {
-                return Err(anyhow!(
-                    "the executor finished {} of {want} latents",
-                    order.done()
-                ));
+                return Err(anyhow!("the executor finished {} of {want} latents", order.done()));
             }
             let slowest = execution.trace.busy().into_iter().fold(0.0, f64::max);
-            (
-                Duration::from_secs_f64(execution.trace.makespan()),
-                slowest,
-                execution.peak_bank_bytes,
-                None,
-            )
+            (Duration::from_secs_f64(execution.trace.makespan()), slowest, execution.peak_bank_bytes, None)
         }
     };
     let frames = sink.frames_written();
-    let video = if stopped.is_none() {
-        Some(sink.finish()?)
-    } else {
-        None
-    };
-    Ok(Outcome {
-        video,
-        frames,
-        load,
-        denoise,
-        first_frames,
-        total,
-        slowest_worker,
-        peak_bank_bytes,
-        stopped,
-    })
+    let video = if stopped.is_none() { Some(sink.finish()?) } else { None };
+    Ok(Outcome { video, frames, load, denoise, first_frames, total, slowest_worker, peak_bank_bytes, stopped })
 }

@@ -45,55 +45,30 @@ impl Plan {
         if let Some(note) = length.rounding_note() {
             eprintln!("note: {note}");
         }
-        let files = args
-            .files
-            .resolve(hub_cache_dir(|k| std::env::var(k).ok()).as_deref())?;
+        let files = args.files.resolve(hub_cache_dir(|k| std::env::var(k).ok()).as_deref())?;
         let configs = Configs::read(&files)?;
         let latent_size = configs.latent_size(args.height, args.width)?;
         configs.check_latents(length.latents)?;
-        let graph = args
-            .schedule
-            .build(&Contract::new(ContractConfig::new(length.latents))?)?;
+        let graph = args.schedule.build(&Contract::new(ContractConfig::new(length.latents))?)?;
         let several = args.devices.count() > 1;
-        let executor = args.executor.unwrap_or(if several {
-            Executor::Wavefront
-        } else {
-            Executor::Serial
-        });
+        let executor = args.executor.unwrap_or(if several { Executor::Wavefront } else { Executor::Serial });
         let placement = executor.placement(graph.contract.stages(), &args.devices);
         let max_len = configs.dit.text_len;
-        let tokens = prompt::check_length(
-            &files.tokenizer,
-            max_len,
-            &args.prompt,
-            args.truncate_prompt,
-        )?;
+        let tokens = prompt::check_length(&files.tokenizer, max_len, &args.prompt, args.truncate_prompt)?;
         let text = PromptEncoderFiles {
             tokenizer: files.tokenizer.clone(),
             weights: files.text_encoder.clone(),
             config: configs.text.clone(),
             max_len,
         };
-        Ok(Self {
-            length,
-            files,
-            configs,
-            latent_size,
-            graph,
-            executor,
-            placement,
-            text,
-            tokens,
-        })
+        Ok(Self { length, files, configs, latent_size, graph, executor, placement, text, tokens })
     }
 
     /// Refuses the run when the text encoder (CPU, f32, unless the prompt is cached) or the
     /// generation on some device would not fit: available memory is `--memory-limit` when given,
     /// else MemAvailable for the CPU; other devices are checked only with `--memory-limit`.
     pub fn check_memory(&self, args: &Args) -> Result<()> {
-        let limit = args
-            .memory_limit
-            .map(|gib| (gib * (1u64 << 30) as f64) as u64);
+        let limit = args.memory_limit.map(|gib| (gib * (1u64 << 30) as f64) as u64);
         let devices = &args.devices;
         if !prompt::is_cached(&self.text, &args.prompt, args.prompt_cache.as_deref())? {
             let (_, elements) = checkpoint_contents(&self.files.text_encoder)?;
@@ -124,13 +99,7 @@ impl Plan {
             Executor::Batched => waves(&self.graph),
             _ => self.graph.nodes.iter().map(|n| vec![n.id]).collect(),
         };
-        let estimates = device_estimates(
-            &self.graph,
-            &self.placement,
-            &forwards,
-            devices.count(),
-            &sizes,
-        );
+        let estimates = device_estimates(&self.graph, &self.placement, &forwards, devices.count(), &sizes);
         for (device, estimate) in estimates.iter().enumerate() {
             let name = device_name(devices, device);
             match (limit, devices) {

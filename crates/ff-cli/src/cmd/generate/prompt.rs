@@ -12,12 +12,7 @@ use crate::backend::{CpuBackend, cpu_device};
 
 /// Tokens of `prompt` (special tokens included). More than `max_len` is an error unless
 /// `truncate` is set, in which case it is reported and the prompt is cut.
-pub fn check_length(
-    tokenizer: &Path,
-    max_len: usize,
-    prompt: &str,
-    truncate: bool,
-) -> Result<usize> {
+pub fn check_length(tokenizer: &Path, max_len: usize, prompt: &str, truncate: bool) -> Result<usize> {
     let tokens = PromptTokenizer::from_file(tokenizer)
         .and_then(|t| t.with_max_len(max_len))
         .with_context(|| format!("cannot use tokenizer {}", tokenizer.display()))?
@@ -30,10 +25,7 @@ pub fn check_length(
                 tokens.original_len
             );
         }
-        eprintln!(
-            "note: the prompt is {} tokens; truncated to the first {max_len}",
-            tokens.original_len
-        );
+        eprintln!("note: the prompt is {} tokens; truncated to the first {max_len}", tokens.original_len);
     }
     Ok(tokens.original_len.min(max_len))
 }
@@ -52,11 +44,7 @@ pub fn is_cached(files: &PromptEncoderFiles, prompt: &str, cache: Option<&Path>)
 }
 
 /// The embedding of `prompt`, encoded on the CPU or read from (and then added to) `cache`.
-pub fn embed(
-    files: &PromptEncoderFiles,
-    prompt: &str,
-    cache: Option<&Path>,
-) -> Result<(PromptEmbedding, Source)> {
+pub fn embed(files: &PromptEncoderFiles, prompt: &str, cache: Option<&Path>) -> Result<(PromptEmbedding, Source)> {
     let mut cache = cache.map(PromptCache::open).transpose()?;
     let id = files.id()?;
     let source = match cache.as_ref().and_then(|c| c.get(prompt, &id)) {

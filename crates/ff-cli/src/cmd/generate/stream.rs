@@ -51,22 +51,14 @@ pub struct Streamed<R: Runner> {
 
 impl<R: Runner> Streamed<R> {
     pub fn new(inner: R, worker: usize, outputs: Sender<Finished<R::Latent>>, stop: Stop) -> Self {
-        Self {
-            inner,
-            worker,
-            outputs,
-            stop,
-        }
+        Self { inner, worker, outputs, stop }
     }
 }
 
 impl<R: Runner> Streamed<R> {
     fn check_stop(&self) -> ff_sched::Result<()> {
         match self.stop.reason() {
-            Some(reason) => Err(SchedError::Worker {
-                worker: self.worker,
-                reason: reason.into(),
-            }),
+            Some(reason) => Err(SchedError::Worker { worker: self.worker, reason: reason.into() }),
             None => Ok(()),
         }
     }
@@ -75,10 +67,7 @@ impl<R: Runner> Streamed<R> {
     /// the abort flag then stops the next forward.
     fn send(&self, node: &Node, latent: &R::Latent) {
         if node.output {
-            let _ = self.outputs.send(Finished {
-                positions: node.positions.clone(),
-                latent: latent.clone(),
-            });
+            let _ = self.outputs.send(Finished { positions: node.positions.clone(), latent: latent.clone() });
         }
     }
 }
@@ -87,12 +76,7 @@ impl<R: Runner> Runner for Streamed<R> {
     type Latent = R::Latent;
     type Kv = R::Kv;
 
-    fn run(
-        &mut self,
-        node: &Node,
-        source: Option<&R::Latent>,
-        reads: &[&R::Kv],
-    ) -> ff_sched::Result<NodeResult<R>> {
+    fn run(&mut self, node: &Node, source: Option<&R::Latent>, reads: &[&R::Kv]) -> ff_sched::Result<NodeResult<R>> {
         self.check_stop()?;
         let result = self.inner.run(node, source, reads)?;
         self.send(node, &result.0);
@@ -130,18 +114,14 @@ pub struct InOrder<X> {
 
 impl<X> Default for InOrder<X> {
     fn default() -> Self {
-        Self {
-            next: 0,
-            waiting: BTreeMap::new(),
-        }
+        Self { next: 0, waiting: BTreeMap::new() }
     }
 }
 
 impl<X> InOrder<X> {
     /// Takes one finished output and returns those that can now go out, in order.
     pub fn push(&mut self, done: Finished<X>) -> Vec<Finished<X>> {
-        self.waiting
-            .insert(done.positions.first().copied().unwrap_or(usize::MAX), done);
+        self.waiting.insert(done.positions.first().copied().unwrap_or(usize::MAX), done);
         let mut ready = Vec::new();
         while let Some(done) = self.waiting.remove(&self.next) {
             self.next += done.positions.len();
@@ -161,32 +141,18 @@ mod tests {
     use super::*;
 
     fn finished(start: usize, len: usize) -> Finished<usize> {
-        Finished {
-            positions: (start..start + len).collect(),
-            latent: start,
-        }
+        Finished { positions: (start..start + len).collect(), latent: start }
     }
 
     #[test]
     fn outputs_go_out_in_position_order() {
         let mut order = InOrder::default();
-        assert!(
-            order.push(finished(3, 3)).is_empty(),
-            "chunk 1 waits for chunk 0"
-        );
+        assert!(order.push(finished(3, 3)).is_empty(), "chunk 1 waits for chunk 0");
         assert!(order.push(finished(6, 1)).is_empty());
-        let out: Vec<usize> = order
-            .push(finished(0, 3))
-            .into_iter()
-            .map(|f| f.latent)
-            .collect();
+        let out: Vec<usize> = order.push(finished(0, 3)).into_iter().map(|f| f.latent).collect();
         assert_eq!(out, [0, 3, 6]);
         assert_eq!(order.done(), 7);
-        let out: Vec<usize> = order
-            .push(finished(7, 3))
-            .into_iter()
-            .map(|f| f.latent)
-            .collect();
+        let out: Vec<usize> = order.push(finished(7, 3)).into_iter().map(|f| f.latent).collect();
         assert_eq!(out, [7]);
     }
 
@@ -196,12 +162,7 @@ mod tests {
         impl Runner for Count {
             type Latent = usize;
             type Kv = Kv;
-            fn run(
-                &mut self,
-                node: &Node,
-                _: Option<&usize>,
-                _: &[&Kv],
-            ) -> ff_sched::Result<(usize, Vec<Kv>)> {
+            fn run(&mut self, node: &Node, _: Option<&usize>, _: &[&Kv]) -> ff_sched::Result<(usize, Vec<Kv>)> {
                 self.0 += 1;
                 Ok((node.id, vec![]))
             }
@@ -213,46 +174,22 @@ mod tests {
                 0
             }
         }
-        let contract =
-            ff_sched::Contract::new(ff_sched::ContractConfig::new(4).with_stages(1)).unwrap();
-        let graph = ff_sched::ScheduleKind::NcCausalRcm
-            .build(&contract)
-            .unwrap();
+        let contract = ff_sched::Contract::new(ff_sched::ContractConfig::new(4).with_stages(1)).unwrap();
+        let graph = ff_sched::ScheduleKind::NcCausalRcm.build(&contract).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let stop = Stop::default();
         let mut runner = Streamed::new(Count(0), 2, tx, stop.clone());
         let out = graph.nodes.iter().find(|n| n.output).unwrap();
         runner.run(out, None, &[]).unwrap();
-        assert_eq!(
-            rx.try_recv().unwrap().positions,
-            out.positions,
-            "output nodes are streamed"
-        );
+        assert_eq!(rx.try_recv().unwrap().positions, out.positions, "output nodes are streamed");
         let batch: Vec<&Node> = graph.nodes.iter().filter(|n| n.output).take(2).collect();
-        assert_eq!(
-            runner
-                .run_batch(&batch, &[None, None], &[vec![], vec![]])
-                .unwrap()
-                .len(),
-            2
-        );
+        assert_eq!(runner.run_batch(&batch, &[None, None], &[vec![], vec![]]).unwrap().len(), 2);
         let streamed: Vec<Vec<usize>> = rx.try_iter().map(|f| f.positions).collect();
-        assert_eq!(
-            streamed,
-            [batch[0].positions.clone(), batch[1].positions.clone()],
-            "batched outputs too"
-        );
+        assert_eq!(streamed, [batch[0].positions.clone(), batch[1].positions.clone()], "batched outputs too");
         stop.interrupt.store(true, Ordering::SeqCst);
         let err = runner.run(out, None, &[]).unwrap_err().to_string();
-        assert!(
-            err.contains("worker 2") && err.contains("interrupted"),
-            "{err}"
-        );
-        assert!(
-            runner
-                .run_batch(&batch, &[None, None], &[vec![], vec![]])
-                .is_err()
-        );
+        assert!(err.contains("worker 2") && err.contains("interrupted"), "{err}");
+        assert!(runner.run_batch(&batch, &[None, None], &[vec![], vec![]]).is_err());
         assert_eq!(runner.inner.0, 3, "no forward after the stop");
     }
 }

@@ -1,0 +1,15 @@
+//! Typed errors of the training crate: each names the file, key or shape at fault.
+
+use std::path::PathBuf;
+
+pub type Result<T> = std::result::Result<T, TrainError>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Data { path: PathBuf, message: String },
+    #[error("{0}")]
+    Model(#[from] ff_model::ModelError),
+}

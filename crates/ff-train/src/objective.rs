@@ -1,0 +1,27 @@
+//! [`Objective`]: what one training phase computes from a clip. The engine (optimizer, EMA,
+//! accumulation, data-parallel workers, checkpoints) is the same for every phase; a phase is an
+//! objective over the student DiT.
+
+use crate::Result;
+use crate::data::LatentClip;
+use crate::rng::TrainRng;
+use burn::tensor::{Tensor, backend::AutodiffBackend};
+use ff_model::{AttentionBackend, WanDit};
+
+/// A scalar loss and its named parts (for the metrics log; the parts need no gradient).
+pub struct Loss<B: AutodiffBackend> {
+    /// `[1]`, the value whose backward gives the clip's gradients.
+    pub total: Tensor<B, 1>,
+    /// Named components, e.g. ("planner", ..), ("renderer", ..), ("rebased", ..).
+    pub parts: Vec<(&'static str, Tensor<B, 1>)>,
+}
+
+/// One phase's loss of one clip under the student `model`; all randomness (σ, noise, crop
+/// offsets) comes from `rng`.
+pub trait Objective<B: AutodiffBackend>
+where
+    B: AttentionBackend,
+    B::InnerBackend: AttentionBackend,
+{
+    fn loss(&self, model: &WanDit<B>, clip: &LatentClip, rng: &mut TrainRng) -> Result<Loss<B>>;
+}

@@ -1,0 +1,141 @@
+//! [`BlockTable`]: frame-granular attention rules, never a token-level mask.
+//!
+//! Queries and keys are sequences of frames (each a run of tokens; frames may differ in size).
+//! Consecutive query frames with the same allowed key frames form one [`QueryGroup`]; a group
+//! lists its allowed key frames as sorted, disjoint, non-adjacent ranges. Every token of a query
+//! frame attends to every token of its allowed key frames and to nothing else. Building a table
+//! costs O(query frames × key frames) at most; token offsets are prefix sums.
+//!
+//! A packed training sequence has the same frames on both sides (self-attention under
+//! frame-level rules); a chunk forward over published segments has its own frames as queries
+//! and the segments' frames followed by its own as keys, all allowed.
+
+use std::ops::Range;
+
+/// A run of consecutive query frames that may see the same key frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueryGroup {
+    /// Query frames of the group.
+    pub frames: Range<usize>,
+    /// Allowed key frames: sorted, disjoint, non-adjacent, non-empty ranges.
+    pub keys: Vec<Range<usize>>,
+}
+
+/// Frame-level attention rules between a query sequence and a key sequence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockTable {
+    q_offsets: Vec<usize>,
+    k_offsets: Vec<usize>,
+    groups: Vec<QueryGroup>,
+}
+
+fn offsets(sizes: &[usize]) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(sizes.iter().scan(0, |acc, s| {
+            *acc += s;
+            Some(*acc)
+        }))
+        .collect()
+}
+
+/// Sorted key frames → maximal ranges.
+fn ranges(frames: impl IntoIterator<Item = usize>) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for f in frames {
+        match out.last_mut() {
+            Some(r) if r.end == f => r.end = f + 1,
+            _ => out.push(f..f + 1),
+        }
+    }
+    out
+}
+
+impl BlockTable {
+    /// Rules given per query frame: `allowed(q)` yields the key frames query frame `q` may see,
+    /// in increasing order. `q_tokens[i]` / `k_tokens[j]` are the token counts of the frames.
+    pub fn from_rules<I: IntoIterator<Item = usize>>(q_tokens: &[usize], k_tokens: &[usize], mut allowed: impl FnMut(usize) -> I) -> Self {
+        let mut groups: Vec<QueryGroup> = Vec::new();
+        for q in 0..q_tokens.len() {
+            let keys = ranges(allowed(q));
+            debug_assert!(keys.iter().all(|r| r.end <= k_tokens.len()), "key frame out of range");
+            match groups.last_mut() {
+                Some(g) if g.keys == keys => g.frames.end = q + 1,
+                _ => groups.push(QueryGroup { frames: q..q + 1, keys }),
+            }
+        }
+        Self { q_offsets: offsets(q_tokens), k_offsets: offsets(k_tokens), groups }
+    }
+
+    /// Every query token sees every key token (a chunk forward over its whole context).
+    pub fn full(q_tokens: &[usize], k_tokens: &[usize]) -> Self {
+        let all = 0..k_tokens.len();
+        Self::from_rules(q_tokens, k_tokens, |_| all.clone())
+    }
+
+    /// Query frames, key frames.
+    pub fn frames(&self) -> (usize, usize) {
+        (self.q_offsets.len() - 1, self.k_offsets.len() - 1)
+    }
+
+    /// Total query tokens, key tokens.
+    pub fn tokens(&self) -> (usize, usize) {
+        (*self.q_offsets.last().unwrap_or(&0), *self.k_offsets.last().unwrap_or(&0))
+    }
+
+    pub fn groups(&self) -> &[QueryGroup] {
+        &self.groups
+    }
+
+    /// Token range of query frames `frames`.
+    pub fn query_tokens(&self, frames: &Range<usize>) -> Range<usize> {
+        self.q_offsets[frames.start]..self.q_offsets[frames.end]
+    }
+
+    /// Token range of key frames `frames`.
+    pub fn key_tokens(&self, frames: &Range<usize>) -> Range<usize> {
+        self.k_offsets[frames.start]..self.k_offsets[frames.end]
+    }
+
+    /// Allowed key token ranges of a group.
+    pub fn group_key_tokens(&self, group: &QueryGroup) -> Vec<Range<usize>> {
+        group.keys.iter().map(|r| self.key_tokens(r)).collect()
+    }
+
+    /// Whether query frame `q` may see key frame `k` (O(ranges) lookup).
+    pub fn is_allowed(&self, q: usize, k: usize) -> bool {
+        self.groups.iter().find(|g| g.frames.contains(&q)).is_some_and(|g| g.keys.iter().any(|r| r.contains(&k)))
+    }
+
+    /// Query-token × key-token pairs that are allowed (the work a sparse kernel does).
+    pub fn allowed_pairs(&self) -> usize {
+        self.groups
+            .iter()
+            .map(|g| self.query_tokens(&g.frames).len() * self.group_key_tokens(g).iter().map(|r| r.len()).sum::<usize>())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_merge_equal_rules_and_ranges_merge_adjacent_frames() {
+        // Block-causal over blocks of 2 frames, 3 tokens each, plus a ragged last frame.
+        let t = [3, 3, 3, 3, 2];
+        let table = BlockTable::from_rules(&t, &t, |q| 0..((q / 2 + 1) * 2).min(5));
+        assert_eq!(table.groups().len(), 3);
+        assert_eq!(table.groups()[1], QueryGroup { frames: 2..4, keys: vec![0..4] });
+        assert_eq!(table.query_tokens(&(4..5)), 12..14);
+        assert_eq!(table.group_key_tokens(&table.groups()[2]), vec![0..14]);
+        assert!(table.is_allowed(1, 1) && !table.is_allowed(1, 2));
+        assert_eq!(table.allowed_pairs(), 6 * 6 + 6 * 12 + 2 * 14);
+    }
+
+    #[test]
+    fn non_adjacent_key_frames_stay_separate_ranges() {
+        let table = BlockTable::from_rules(&[4], &[4; 6], |_| [0, 1, 3, 5]);
+        assert_eq!(table.groups()[0].keys, vec![0..2, 3..4, 5..6]);
+        assert_eq!(table.tokens(), (4, 24));
+    }
+}
