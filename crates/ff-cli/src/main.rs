@@ -24,6 +24,8 @@ struct Cli {
 enum Command {
     /// Generate a video from a prompt.
     Generate(cmd::generate::Args),
+    /// Encode captioned MP4 videos into a latent-clip dataset for training.
+    EncodeVideos(cmd::encode_videos::Args),
     /// Check a reference fixture folder (made by make_fixtures.py) against the Rust model.
     VerifyFixture(cmd::verify_fixture::Args),
     /// Time the DiT chunk forward (tokens/s, share outside matmul/attention).
@@ -40,6 +42,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(args) => cmd::generate::run(args),
+        Command::EncodeVideos(args) => cmd::encode_videos::run(args),
         Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
         Command::BenchDit(args) => cmd::bench_dit::run(args),
         Command::Plan(args) => cmd::plan::run(args),

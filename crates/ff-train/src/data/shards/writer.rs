@@ -50,6 +50,11 @@ impl ShardWriter {
         &self.manifest
     }
 
+    /// Clips per shard file.
+    pub fn clips_per_shard(&self) -> usize {
+        self.clips_per_shard
+    }
+
     /// Whether a clip of this video and caption is in the dataset or pending.
     pub fn contains(&self, source: &str, caption: &str) -> bool {
         self.known.contains(&(source.to_owned(), caption.to_owned()))
