@@ -23,6 +23,10 @@ fn clip(i: usize, l: usize) -> LatentClip {
     }
 }
 
+fn writer_for(dir: &Path) -> ShardWriter {
+    ShardWriter::open(dir, encoders(), 2).unwrap()
+}
+
 fn write(dir: &Path, range: std::ops::Range<usize>, per_shard: usize) -> Manifest {
     let mut writer = ShardWriter::open(dir, encoders(), per_shard).unwrap();
     for i in range {
@@ -101,6 +105,10 @@ fn an_interrupted_run_keeps_its_full_shards_and_resumes() {
         assert_same(&data.get(i).unwrap(), &clip(i, 3));
     }
 
+    // A clip already in the dataset is not added twice.
+    let err = writer_for(dir.path()).push("v1.mp4", [16, 24], &clip(1, 3)).unwrap_err().to_string();
+    assert!(err.contains("v1.mp4 with caption \"caption 1\" is already in the dataset"), "{err}");
+
     // Another model cannot add to this dataset.
     let other = Encoders { vae: "vae:other".into(), ..encoders() };
     let err = ShardWriter::open(dir.path(), other, 2).err().unwrap().to_string();
@@ -120,6 +128,20 @@ fn a_missing_shard_is_named() {
         other => panic!("expected MissingShard, got {other:?}"),
     }
     assert!(err.to_string().contains("shard-00001.safetensors of clip 2 (v2.mp4) does not exist"), "{err}");
+}
+
+#[test]
+fn a_truncated_shard_is_named() {
+    let dir = TestDir::new("truncated");
+    write(dir.path(), 0..2, 2);
+    let shard = dir.path().join("shard-00000.safetensors");
+    let bytes = fs::read(&shard).unwrap();
+    fs::write(&shard, &bytes[..bytes.len() - 4]).unwrap();
+    let err = ShardDataset::open(dir.path()).unwrap_err();
+    assert!(matches!(err, TrainError::Data { .. }) && err.to_string().contains("(truncated shard)"), "{err}");
+    fs::write(&shard, &bytes[..6]).unwrap();
+    let err = ShardDataset::open(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("shard-00000.safetensors"), "{err}");
 }
 
 #[test]

@@ -62,7 +62,7 @@ impl ShardWriter {
 
     /// Adds the clip of `source` (path relative to the videos directory) made from frames of
     /// `frame_size` `[H, W]`; writes a shard when one is full. Latents must be `[C, L, h, w]`,
-    /// the prompt `[tokens, text_dim]`.
+    /// the prompt `[tokens, text_dim]`; a (source, caption) pair already added is an error.
     pub fn push(&mut self, source: &str, frame_size: [usize; 2], clip: &LatentClip) -> Result<()> {
         let [latents_shape, prompt_shape] = [&clip.latents.shape, &clip.prompt.shape];
         for (what, shape, layout) in [("latents", latents_shape, "[channels, L, h, w]"), ("prompt", prompt_shape, "[tokens, text_dim]")] {
@@ -70,6 +70,10 @@ impl ShardWriter {
                 let message = format!("{what} of {source} have shape {shape:?}, expected {layout}");
                 return Err(TrainError::Data { path: self.dir.join(MANIFEST), message });
             }
+        }
+        if self.contains(source, &clip.caption) {
+            let message = format!("{source} with caption {:?} is already in the dataset", clip.caption);
+            return Err(TrainError::Data { path: self.dir.join(MANIFEST), message });
         }
         let index = self.manifest.clips.len() + self.pending.len();
         let entry = ClipEntry {
