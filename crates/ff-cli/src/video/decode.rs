@@ -107,25 +107,30 @@ impl Mp4Input {
         let mut decoder =
             Decoder::with_api_config(OpenH264API::from_source(), config).map_err(|e| anyhow!("{name}: H.264 decoder: {e}"))?;
         decoder.decode(&self.parameter_sets).map_err(|e| anyhow!("{name}: bad SPS/PPS: {e}"))?;
-        let mut out = Resampler { frames: Vec::with_capacity(count), count, shown: None, first: self.times[0], step: self.timescale };
+        let first = self.times.first().copied().unwrap_or(0);
+        let mut out = Resampler { frames: Vec::with_capacity(count), count, shown: None, first, step: self.timescale };
+        let time_of = |picture: usize| self.times.get(picture).copied().ok_or_else(|| anyhow!("{name}: more pictures than samples"));
         let mut pictures = 0;
         let mut packet = Vec::new();
         for index in 1..=self.times.len() as u32 {
             if out.done() {
                 break;
             }
-            let sample = self.reader.read_sample(self.track_id, index)?.ok_or_else(|| anyhow!("{name}: sample {index} is missing"))?;
+            let sample = self
+                .reader
+                .read_sample(self.track_id, index)
+                .with_context(|| format!("{name}: cannot read sample {index}"))?
+                .ok_or_else(|| anyhow!("{name}: sample {index} is missing"))?;
             annex_b(&sample.bytes, self.length_size, &mut packet).with_context(|| format!("{name}: sample {index}"))?;
             let picture = decoder.decode(&packet).map_err(|e| anyhow!("{name}: cannot decode sample {index}: {e}"))?;
             if let Some(yuv) = picture {
-                out.push(self.times[pictures], to_frame(&yuv)?, width, height)?;
+                out.push(time_of(pictures)?, to_frame(&yuv)?, width, height)?;
                 pictures += 1;
             }
         }
         if !out.done() {
             for yuv in decoder.flush_remaining().map_err(|e| anyhow!("{name}: cannot flush the decoder: {e}"))? {
-                let time = *self.times.get(pictures).ok_or_else(|| anyhow!("{name}: more pictures than samples"))?;
-                out.push(time, to_frame(&yuv)?, width, height)?;
+                out.push(time_of(pictures)?, to_frame(&yuv)?, width, height)?;
                 pictures += 1;
             }
             out.finish(self.end, width, height)?;
