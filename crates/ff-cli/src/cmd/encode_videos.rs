@@ -38,10 +38,11 @@ pub struct Args {
     /// Dataset directory: created, or resumed when it holds a manifest.
     #[arg(long)]
     out: PathBuf,
-    /// Frame height and width in pixels (multiples of 16 for Wan2.1): each video is centre-cropped
-    /// to this aspect ratio and resized.
+    /// Frame height in pixels (a multiple of 16 for Wan2.1); each video is centre-cropped to the
+    /// aspect ratio of --width × --height and resized.
     #[arg(long)]
     height: usize,
+    /// Frame width in pixels (a multiple of 16 for Wan2.1).
     #[arg(long)]
     width: usize,
     /// Latent frames L per clip: the first 1 + 4(L-1) frames at 16 FPS of each video.
