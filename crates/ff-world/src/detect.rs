@@ -107,7 +107,8 @@ pub fn detect(rgb: &[u8], width: usize, height: usize) -> Vec<Detection> {
             by_dist.sort_by(|a, b| b.0.total_cmp(&a.0));
             let core = &by_dist[..by_dist.len().div_ceil(2)];
             let mean = [0, 1, 2].map(|c| core.iter().map(|&(_, i)| px(i)[c]).sum::<f64>() / core.len() as f64);
-            let colour = COLOURS.iter().copied().min_by(|a, b| dist(mean, a.rgb().map(f64::from)).total_cmp(&dist(mean, b.rgb().map(f64::from))))?;
+            let colour =
+                COLOURS.iter().copied().min_by(|a, b| dist(mean, a.rgb().map(f64::from)).total_cmp(&dist(mean, b.rgb().map(f64::from))))?;
             Some(measure(&comp, colour, mean, &px, &bg, width))
         })
         .filter(|d| d.area >= min_area)
@@ -167,7 +168,11 @@ mod tests {
                 assert_eq!((d[0].colour, d[0].shape), (o.prompt.colour, o.prompt.shape), "seed {seed} t {t} fill {}", d[0].fill);
                 let (cx, cy) = scene.position(0, t);
                 let dy = if o.prompt.shape == Shape::Triangle { o.radius / 3.0 } else { 0.0 };
-                assert!((d[0].centroid.0 - cx).abs() < 0.3 && (d[0].centroid.1 - cy - dy).abs() < 0.3, "seed {seed}: {:?} vs {cx},{cy}", d[0].centroid);
+                assert!(
+                    (d[0].centroid.0 - cx).abs() < 0.3 && (d[0].centroid.1 - cy - dy).abs() < 0.3,
+                    "seed {seed}: {:?} vs {cx},{cy}",
+                    d[0].centroid
+                );
             }
         }
     }

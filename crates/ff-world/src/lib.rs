@@ -11,13 +11,15 @@
 //! Everything is plain Rust on host bytes (no tensor backend), deterministic by seed.
 
 pub mod detect;
+pub mod eval;
 
 pub mod render;
 pub mod scene;
+pub mod svg;
 
 pub mod vocab;
 
-
+pub use eval::{EvalOptions, Report, evaluate};
 pub use render::{Clip, FPS};
 pub use scene::{Scene, SceneConfig};
 pub use vocab::{Background, Colour, Motion, Prompt, Shape};

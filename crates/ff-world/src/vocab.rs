@@ -233,7 +233,9 @@ impl Prompt {
         }
         let background = background_words.iter().find_map(|x| background_of(x)).unwrap_or(Background::Black);
         let gradient = background_words.iter().any(|x| x == "gradient");
-        if let Some(unknown) = background_words.iter().find(|x| background_of(x).is_none() && !matches!(x.as_str(), "gradient" | "background")) {
+        if let Some(unknown) =
+            background_words.iter().find(|x| background_of(x).is_none() && !matches!(x.as_str(), "gradient" | "background"))
+        {
             return Err(fail(format!("unknown word '{unknown}'")));
         }
         Ok(Self { objects, background, gradient })
