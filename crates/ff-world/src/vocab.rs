@@ -74,6 +74,11 @@ impl Colour {
         }
     }
 
+    /// "a" or "an" before the colour's name.
+    pub fn article(self) -> &'static str {
+        if self == Self::Orange { "an" } else { "a" }
+    }
+
     /// The drawing colour (sRGB bytes).
     pub fn rgb(self) -> [u8; 3] {
         match self {
@@ -243,8 +248,11 @@ impl Prompt {
 
     /// The canonical caption.
     pub fn caption(&self) -> String {
-        let objects: Vec<String> =
-            self.objects.iter().map(|o| format!("a {} {} {}", o.colour.name(), o.shape.name(), o.motion.phrase())).collect();
+        let objects: Vec<String> = self
+            .objects
+            .iter()
+            .map(|o| format!("{} {} {} {}", o.colour.article(), o.colour.name(), o.shape.name(), o.motion.phrase()))
+            .collect();
         let gradient = if self.gradient { " gradient" } else { "" };
         format!("{} on a {}{gradient} background", objects.join(" and "), self.background.name())
     }

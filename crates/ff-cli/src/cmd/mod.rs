@@ -6,3 +6,4 @@ pub mod generate;
 pub mod plan;
 pub mod simulate;
 pub mod verify_fixture;
+pub mod world;
