@@ -36,6 +36,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Write a dataset of the small world's procedural domain (MP4 clips and captions).
     World(cmd::world::Args),
+    /// Measure videos: prompt accuracy, identity persistence, drift and seam statistics.
+    Eval(cmd::eval::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,6 +50,7 @@ fn main() -> std::process::ExitCode {
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::World(args) => cmd::world::run(args),
+        Command::Eval(args) => cmd::eval::run(args),
     };
     match result {
         Ok(code) => code,

@@ -33,7 +33,7 @@ fn background(scene: &Scene, y: usize) -> [f64; 3] {
 }
 
 /// Whether point (x, y) lies inside a shape centred at (cx, cy) of half-size r.
-fn inside(shape: Shape, x: f64, y: f64, cx: f64, cy: f64, r: f64) -> bool {
+pub(crate) fn inside(shape: Shape, x: f64, y: f64, cx: f64, cy: f64, r: f64) -> bool {
     let (dx, dy) = (x - cx, y - cy);
     match shape {
         Shape::Circle => dx * dx + dy * dy <= r * r,

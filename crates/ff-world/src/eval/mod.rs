@@ -14,7 +14,7 @@ use crate::Result;
 use crate::detect::{Detection, detect};
 use crate::render::{Clip, FPS};
 use crate::vocab::{Colour, Motion, Prompt, Shape};
-pub use seams::{SeamLayout, Seams};
+pub use seams::{SeamLayout, Seams, Transition};
 use serde::Serialize;
 use std::collections::HashMap;
 
