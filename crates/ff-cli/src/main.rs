@@ -36,6 +36,10 @@ enum Command {
     Simulate(cmd::simulate::Args),
     /// Run several schedules and executors on one random-weight model and compare them.
     Bench(cmd::bench::Args),
+    /// Write a dataset of the small world's procedural domain (MP4 clips and captions).
+    World(cmd::world::Args),
+    /// Measure videos: prompt accuracy, identity persistence, drift and seam statistics.
+    Eval(cmd::eval::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,6 +52,8 @@ fn main() -> std::process::ExitCode {
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::World(args) => cmd::world::run(args),
+        Command::Eval(args) => cmd::eval::run(args),
     };
     match result {
         Ok(code) => code,

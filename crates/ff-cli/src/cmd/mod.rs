@@ -3,7 +3,9 @@
 pub mod bench;
 pub mod bench_dit;
 pub mod encode_videos;
+pub mod eval;
 pub mod generate;
 pub mod plan;
 pub mod simulate;
 pub mod verify_fixture;
+pub mod world;

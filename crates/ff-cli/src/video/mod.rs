@@ -12,7 +12,7 @@
 //! frames `<dir>/frame_00000.png`, ...). An existing output file, or numbered frames of the same
 //! name, are removed when the sink is created, so the disk never shows a stale video as this run's.
 
-mod atomic;
+pub mod atomic;
 mod count;
 mod decode;
 mod frame;
