@@ -12,4 +12,10 @@ pub enum TrainError {
     Data { path: PathBuf, message: String },
     #[error("{0}")]
     Model(#[from] ff_model::ModelError),
+    /// A configuration value out of range (the message names the key).
+    #[error("{0}")]
+    Config(String),
+    /// A clip or tensor whose shape does not fit (the message names which and the shape).
+    #[error("{0}")]
+    Shape(String),
 }
