@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_dit;
+pub mod bench_train;
 pub mod generate;
 pub mod plan;
 pub mod simulate;

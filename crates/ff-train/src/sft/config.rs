@@ -72,7 +72,7 @@ impl SftConfig {
     /// Checks the crop settings (the contracts check the rest).
     pub fn validate(&self) -> crate::Result<()> {
         let bad = |m: String| Err(TrainError::Config(format!("sft: {m}")));
-        if !(self.timestep_shift > 0.0) {
+        if self.timestep_shift.is_nan() || self.timestep_shift <= 0.0 {
             return bad(format!("timestep_shift {} must be positive", self.timestep_shift));
         }
         if self.rebased_crops == 0 {

@@ -55,10 +55,11 @@ fn loss_is_the_sum_of_per_group_token_means() {
 }
 
 /// Largest |gradient| of the `b` matrices of role `r`'s adapters and of its role vector.
-fn role_grads<B: AutodiffBackend<FloatElem = f32>>(model: &WanDit<B>, grads: &B::Gradients, r: usize) -> (f32, f32)
-where
-    B: ff_model::AttentionBackend,
-{
+fn role_grads<B: AutodiffBackend<FloatElem = f32> + ff_model::AttentionBackend>(
+    model: &WanDit<B>,
+    grads: &B::Gradients,
+    r: usize,
+) -> (f32, f32) {
     let max = |p: &Param<Tensor<B, 2>>| p.val().grad(grads).map_or(0.0, |g| g.abs().max().into_scalar());
     let mut adapters: f32 = 0.0;
     for b in &model.blocks {
@@ -94,8 +95,13 @@ fn gradients_reach_both_roles_and_cross_only_through_the_anchor_read() {
     let packed = crate::sft::pack::<Ad>(&clip.latents, &draw, &layout, &device);
     let group_loss = |g: Group| {
         let text = model.text_context(Tensor::<Ad, 2>::from_data(clip.prompt.clone(), &device).unsqueeze_dim(0));
-        let prediction =
-            model.forward_packed(packed.inputs.clone(), &[packed.timesteps.clone()], &layout.frame_layout(), &text, &layout.mask);
+        let prediction = model.forward_packed(
+            packed.inputs.clone(),
+            std::slice::from_ref(&packed.timesteps),
+            &layout.frame_layout(),
+            &text,
+            &layout.mask,
+        );
         let (_, parts) = grouped_loss(prediction.unwrap(), packed.targets.clone(), &layout);
         parts
             .into_iter()
