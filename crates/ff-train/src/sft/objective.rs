@@ -42,7 +42,7 @@ impl SftObjective {
     pub fn draw(&self, clip: &LatentClip, rng: &mut TrainRng) -> Result<Draw> {
         let c = &self.config;
         let shape = clip_shape(&clip.latents, c.latents).map_err(|e| TrainError::Shape(format!("clip '{}': {e}", clip.caption)))?;
-        Ok(Draw::sample(&shape, c.latents, c.rebased_crops, &c.offsets(), c.timestep_shift, rng))
+        Ok(Draw::sample(c, &shape, rng))
     }
 
     /// The loss of `clip` under `model` for a given draw.

@@ -5,6 +5,7 @@
 //! latent (planner input, renderer input, crop input) shares it; packed inputs and velocity
 //! targets `[1, C, F, h, w]` over the `F` packed frames.
 
+use super::config::SftConfig;
 use super::layout::PackedLayout;
 use crate::TrainRng;
 use burn::tensor::{Int, Tensor, TensorData, backend::Backend};
@@ -24,17 +25,19 @@ pub struct Draw {
 }
 
 impl Draw {
-    /// Draws start, offsets, σ (uniform index of the shifted 1000-step table) and ε.
-    pub fn sample(latents: &[usize], window: usize, crops: usize, offsets: &[usize], shift: f64, rng: &mut TrainRng) -> Self {
+    /// Draws start, offsets, σ (uniform index of the shifted 1000-step table) and ε for a clip
+    /// of shape `latents` (checked by [`clip_shape`]).
+    pub fn sample(config: &SftConfig, latents: &[usize], rng: &mut TrainRng) -> Self {
+        let (window, crops) = (config.latents, config.rebased_crops);
         let start = rng.below(latents[1] - window + 1);
-        let mut pool = offsets.to_vec();
+        let mut pool = config.offsets();
         for i in 0..crops {
             let j = i + rng.below(pool.len() - i);
             pool.swap(i, j);
         }
         let mut offsets = pool[..crops].to_vec();
         offsets.sort_unstable();
-        let flow = FlowMatch::new(shift);
+        let flow = FlowMatch::new(config.timestep_shift);
         let sigma = flow.shift_sigma(1.0 - rng.below(flow.train_steps) as f64 / flow.train_steps as f64);
         let noise = rng.normal_data(vec![latents[0], window, latents[2], latents[3]]);
         Self { start, offsets, sigma, noise }

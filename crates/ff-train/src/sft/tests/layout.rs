@@ -111,7 +111,7 @@ fn noised_copies_of_a_latent_share_noise_and_clean_copies_are_the_latent() {
     let values: Vec<f32> = (0..c * frames * h * w).map(|i| (i as f32 * 0.37).sin()).collect();
     let latents = TensorData::new(values.clone(), [c, frames, h, w]);
     let mut rng = TrainRng::new(5);
-    let draw = Draw::sample(&latents.shape, config.latents, 2, &config.offsets(), 5.0, &mut rng);
+    let draw = Draw::sample(&config, &latents.shape, &mut rng);
     let layout = objective.layout(&draw.offsets);
     let device = Default::default();
     let packed = pack::<NdArray>(&latents, &draw, &layout, &device);
@@ -143,7 +143,7 @@ fn draws_are_distinct_offsets_and_reproducible() {
     let mut a = TrainRng::new(11);
     let mut seen_sigma = Vec::new();
     for _ in 0..50 {
-        let d = Draw::sample(&[2, 90, 1, 1], 81, 4, &config.offsets(), 5.0, &mut a);
+        let d = Draw::sample(&config, &[2, 90, 1, 1], &mut a);
         assert!(d.start <= 9 && d.offsets.len() == 4 && d.offsets.windows(2).all(|w| w[0] < w[1]));
         assert!(d.offsets.iter().all(|o| (1..=9).contains(o)));
         assert!(d.sigma > 0.0 && d.sigma <= 1.0 && d.noise.shape.to_vec() == vec![2, 81, 1, 1]);
@@ -151,10 +151,8 @@ fn draws_are_distinct_offsets_and_reproducible() {
     }
     let mean = seen_sigma.iter().sum::<f64>() / 50.0;
     assert!(mean > 0.6, "shift 5 pushes σ up (mean of the table ≈ 0.77), got {mean}");
-    let (d1, d2) = (
-        Draw::sample(&[2, 81, 1, 1], 81, 4, &config.offsets(), 5.0, &mut TrainRng::new(3)),
-        Draw::sample(&[2, 81, 1, 1], 81, 4, &config.offsets(), 5.0, &mut TrainRng::new(3)),
-    );
+    let (d1, d2) =
+        (Draw::sample(&config, &[2, 81, 1, 1], &mut TrainRng::new(3)), Draw::sample(&config, &[2, 81, 1, 1], &mut TrainRng::new(3)));
     assert_eq!((d1.offsets, d1.sigma, d1.noise), (d2.offsets, d2.sigma, d2.noise));
 }
 
