@@ -11,6 +11,9 @@ use ff_sched::{Contract, ContractConfig};
 /// σ sampling (the paper leaves it to the Wan recipe): one index drawn uniformly from the
 /// 1000-step flow-matching table shifted by `timestep_shift` (σ = shift·s / (1 + (shift − 1)·s),
 /// s = 1 − i/1000), as Wan2.1 / DiffSynth train their T2V models; the model sees t = 1000·σ.
+///
+/// Serde (Burn's `Config` derive) reads every key but `rebase_offsets` as required: a partial
+/// TOML section is completed from `SftConfig::new()` by the caller.
 #[derive(Config, Debug, PartialEq)]
 pub struct SftConfig {
     /// Latent frames `L` of a training clip (81 = 20 s); a longer clip is cut at a random start.

@@ -170,3 +170,12 @@ fn bad_configs_are_named_errors() {
     assert!(message(SftConfig::new().with_timestep_shift(0.0)).contains("timestep_shift"));
     assert!(SftObjective::new(SftConfig::new().with_latents(10).with_rebased_crops(0)).is_ok());
 }
+
+#[test]
+fn config_round_trips_through_serde_and_names_missing_keys() {
+    let c = SftConfig::new().with_latents(141).with_rebase_offsets(Some(vec![2, 5, 7, 8]));
+    let back: SftConfig = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+    assert_eq!(back, c);
+    let err = serde_json::from_str::<SftConfig>(r#"{"latents": 81}"#).unwrap_err().to_string();
+    assert!(err.contains("missing field"), "{err}");
+}
