@@ -30,6 +30,8 @@ enum Command {
     VerifyFixture(cmd::verify_fixture::Args),
     /// Time the DiT chunk forward (tokens/s, share outside matmul/attention).
     BenchDit(cmd::bench_dit::Args),
+    /// Time one Phase 1 training step and print the memory plan of the paper's layout.
+    BenchTrain(cmd::bench_train::Args),
     /// Build a schedule's generation graph and print its forward counts and rounds.
     Plan(cmd::plan::Args),
     /// Replay a schedule's graph on N devices with a fixed per-forward cost.
@@ -49,6 +51,7 @@ fn main() -> std::process::ExitCode {
         Command::EncodeVideos(args) => cmd::encode_videos::run(args),
         Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
         Command::BenchDit(args) => cmd::bench_dit::run(args),
+        Command::BenchTrain(args) => cmd::bench_train::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Bench(args) => cmd::bench::run(args),

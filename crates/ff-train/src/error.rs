@@ -30,4 +30,10 @@ pub enum TrainError {
     /// A captions line that is not `{"video": "...", "caption": "..."}`.
     #[error("{captions}:{line}: {message}")]
     Captions { captions: PathBuf, line: usize, message: String },
+    /// A configuration value out of range (the message names the key).
+    #[error("{0}")]
+    Config(String),
+    /// A clip or tensor whose shape does not fit (the message names which and the shape).
+    #[error("{0}")]
+    Shape(String),
 }

@@ -6,6 +6,7 @@ pub mod data;
 pub mod error;
 pub mod objective;
 pub mod rng;
+pub mod sft;
 
 pub use error::{Result, TrainError};
 pub use objective::{Loss, Objective};

@@ -1,0 +1,268 @@
+//! `flashforward bench-train`: one Phase 1 step (packed forward + backward + Burn AdamW step with
+//! the paper's values) of random-weight presets on random latents: steps/s and, on the CPU, the
+//! process's peak resident memory during the step (`VmHWM` after resetting it through
+//! `/proc/self/clear_refs`: it includes the weights and optimizer state already held). Then the
+//! memory plan of the paper's layout at the 1.3B shape, by arithmetic (composition below).
+//!
+//! Memory plan, per device, no sharding: weights in the training dtype; trainable parameters
+//! (LoRA + role vectors, or everything) also as f32 gradient, two f32 AdamW moments (Burn keeps
+//! the first moment even at β₁ = 0) and an f32 EMA copy. Activations saved for backward, per
+//! layer with `N` packed tokens: ≈ 33 `[N, dim]` (13 in self-attention: norm, modulation, q/k/v,
+//! q/k norms and RoPE, attention output, projection, residual; 12 for the role-masked LoRA deltas
+//! of two roles on 6 projections; 5 in cross-attention; 3 around the FFN) + 2 `[N, ffn]` (FFN
+//! hidden before and after GELU); with per-layer checkpointing only the layer inputs stay and one
+//! layer is recomputed. Attention: the dense token mask and dense f32 scores a token-level
+//! implementation would build, against the scores of the allowed frame pairs only.
+
+use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
+use burn::backend::Autodiff;
+use burn::module::Module;
+use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
+use ff_model::AttentionBackend;
+use ff_model::dit::{DitConfig, WanDit};
+use ff_model::lora::LoraConfig;
+use ff_train::data::LatentClip;
+use ff_train::sft::{SftConfig, SftObjective};
+use ff_train::{Objective, TrainRng};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Presets to time: tiny, small, 1.3b, 14b.
+    #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
+    configs: Vec<String>,
+    /// Latent frames L of the clip (the paper's 81 gives 155 packed frames; 21 gives 35).
+    #[arg(long, default_value_t = 21)]
+    latents: usize,
+    /// Latent height and width.
+    #[arg(long, default_value_t = 8)]
+    height: usize,
+    #[arg(long, default_value_t = 8)]
+    width: usize,
+    /// Prompt tokens.
+    #[arg(long, default_value_t = 32)]
+    text_tokens: usize,
+    /// LoRA rank of the two roles (paper: 256 at 1.3B).
+    #[arg(long, default_value_t = 16)]
+    lora_rank: usize,
+    /// Trained parameters: `lora` (adapters + role vectors, as the paper) or `all`.
+    #[arg(long, default_value = "lora")]
+    trainable: String,
+    /// Device: cpu, cuda:N, wgpu:N.
+    #[arg(long, default_value = "cpu")]
+    devices: DeviceSpec,
+    #[arg(long, value_enum, default_value = "f32")]
+    precision: Precision,
+    /// Timed steps (after one warm-up step).
+    #[arg(long, default_value_t = 2)]
+    iters: usize,
+}
+
+struct Row {
+    preset: String,
+    frames: usize,
+    tokens: usize,
+    trainable: usize,
+    seconds: f64,
+    rss_before: Option<u64>,
+    rss_peak: Option<u64>,
+}
+
+/// `VmHWM` / `VmRSS` of this process in bytes (Linux).
+fn proc_status(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+}
+
+/// Freezes the backbone, keeping adapters and role vectors trainable.
+fn lora_only<B: AttentionBackend>(model: WanDit<B>) -> WanDit<B> {
+    let mut m = model.no_grad();
+    for b in &mut m.blocks {
+        for lin in
+            [&mut b.self_attn.q, &mut b.self_attn.k, &mut b.self_attn.v, &mut b.self_attn.o, &mut b.cross_attn.q, &mut b.cross_attn.o]
+        {
+            for a in &mut lin.adapters {
+                a.a = a.a.clone().set_require_grad(true);
+                a.b = a.b.clone().set_require_grad(true);
+            }
+        }
+    }
+    m.role_embedding = m.role_embedding.map(|p| p.set_require_grad(true));
+    m
+}
+
+struct Bench<'a> {
+    name: &'a str,
+    args: &'a Args,
+}
+
+impl BackendTask for Bench<'_> {
+    type Output = Row;
+    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> anyhow::Result<Row> {
+        bench::<Autodiff<B>>(self.name, self.args, &devices[0])
+    }
+}
+
+fn bench<B>(name: &str, a: &Args, device: &B::Device) -> anyhow::Result<Row>
+where
+    B: burn::tensor::backend::AutodiffBackend + AttentionBackend,
+    B::InnerBackend: AttentionBackend,
+{
+    let c = super::bench::preset(name)?;
+    let model: WanDit<B> = c.init::<B>(device).with_roles(&LoraConfig::new(a.lora_rank));
+    let mut model = match a.trainable.as_str() {
+        "lora" => lora_only(model),
+        "all" => model,
+        other => anyhow::bail!("--trainable: unknown set '{other}' (lora, all)"),
+    };
+    let (backbone, roles) = param_counts(&c, a.lora_rank);
+    let trainable = if a.trainable == "all" { backbone + roles } else { roles };
+    let objective = SftObjective::new(SftConfig::new().with_latents(a.latents))?;
+    let mut rng = TrainRng::new(0);
+    let clip = LatentClip {
+        latents: rng.normal_data(vec![c.in_channels, a.latents, a.height, a.width]),
+        prompt: rng.normal_data(vec![a.text_tokens, c.text_dim]),
+        caption: "random".into(),
+    };
+    let frames = objective.layout(&objective.draw(&clip, &mut rng.clone())?.offsets).len();
+    let mut optim =
+        AdamWConfig::new().with_beta_1(0.0).with_beta_2(0.999).with_weight_decay(0.01).with_epsilon(1e-8).init::<B, WanDit<B>>();
+    let mut step = |model: WanDit<B>| -> anyhow::Result<WanDit<B>> {
+        let loss = objective.loss(&model, &clip, &mut rng)?;
+        let grads = GradientsParams::from_grads(loss.total.backward(), &model);
+        let model = optim.step(1e-5, model, grads);
+        B::sync(device).map_err(|e| anyhow::anyhow!("device sync: {e:?}"))?;
+        Ok(model)
+    };
+    model = step(model)?;
+    let cpu = a.devices == DeviceSpec::Cpu;
+    let rss_before = cpu.then(|| proc_status("VmRSS:")).flatten();
+    if cpu {
+        // "5" resets the peak resident set size (VmHWM) to the current RSS.
+        std::fs::write("/proc/self/clear_refs", "5").map_err(|e| anyhow::anyhow!("/proc/self/clear_refs: {e}"))?;
+    }
+    let t = Instant::now();
+    for _ in 0..a.iters {
+        model = step(model)?;
+    }
+    let seconds = t.elapsed().as_secs_f64() / a.iters as f64;
+    let [_, ph, pw] = c.patch_size;
+    Ok(Row {
+        preset: name.to_string(),
+        frames,
+        tokens: frames * (a.height / ph) * (a.width / pw),
+        trainable,
+        seconds,
+        rss_before,
+        rss_peak: cpu.then(|| proc_status("VmHWM:")).flatten(),
+    })
+}
+
+/// Parameters of a preset: (backbone, role LoRA of `rank` on self q,k,v,o and cross q,o of
+/// both roles + the two role vectors).
+fn param_counts(c: &DitConfig, rank: usize) -> (usize, usize) {
+    let (d, f) = (c.dim, c.ffn_dim);
+    let linear = |i: usize, o: usize| i * o + o;
+    let patch = linear(c.in_channels * c.patch_size.iter().product::<usize>(), d);
+    let embeddings = linear(c.text_dim, d) + linear(d, d) + linear(c.freq_dim, d) + linear(d, d) + linear(d, 6 * d);
+    // modulation 6d; self and cross attention 4 linears + 2 RMS norms each; norm3 (affine); FFN.
+    let block = 6 * d + 2 * (4 * linear(d, d) + 2 * d) + 2 * d + linear(d, f) + linear(f, d);
+    let head = 2 * d + linear(d, c.patch_out());
+    let roles = c.num_layers * 6 * 2 * rank * 2 * d + 2 * d;
+    (patch + embeddings + c.num_layers * block + head, roles)
+}
+
+/// What the paper's layout needs on one device at the 1.3B shape; see the module docs.
+struct Plan {
+    rows: Vec<(String, u64)>,
+}
+
+impl Plan {
+    fn new(c: &DitConfig, rank: usize, height: usize, width: usize) -> anyhow::Result<(Self, String)> {
+        let objective = SftObjective::new(SftConfig::new())?;
+        let layout = objective.layout(&[1, 4, 6, 9]);
+        let [_, ph, pw] = c.patch_size;
+        let per_frame = (height / ph) * (width / pw);
+        let (frames, n) = (layout.len() as u64, (layout.len() * per_frame) as u64);
+        let (backbone, roles) = param_counts(c, rank);
+        let (backbone, roles) = (backbone as u64, roles as u64);
+        let (d, f, heads, layers) = (c.dim as u64, c.ffn_dim as u64, c.num_heads as u64, c.num_layers as u64);
+        let allowed: u64 = (0..layout.len()).map(|q| (0..layout.len()).filter(|&k| layout.mask.is_allowed(q, k)).count() as u64).sum();
+        let pair = (per_frame * per_frame) as u64;
+        let layer_acts = (33 * n * d + 2 * n * f) * 2;
+        let rows = vec![
+            (format!("backbone weights, bf16 ({:.2} B params)", backbone as f64 / 1e9), backbone * 2),
+            (format!("LoRA rank {rank} ×2 roles + role vectors, f32 ({:.0} M params)", roles as f64 / 1e6), roles * 4),
+            ("gradients of LoRA + roles, f32".into(), roles * 4),
+            ("AdamW moments of LoRA + roles, 2 × f32".into(), roles * 8),
+            ("EMA of LoRA + roles, f32".into(), roles * 4),
+            (format!("activations of one layer, bf16 (≈ 33·N·dim + 2·N·ffn, N = {n} tokens)"), layer_acts),
+            (format!("activations of all {layers} layers, no checkpointing"), layers * layer_acts),
+            ("activations with per-layer checkpointing (inputs + one layer)".into(), layers * n * d * 2 + layer_acts),
+            ("dense token mask, bool (what a token-level mask would take)".into(), n * n),
+            ("dense attention scores of one layer, f32 (all heads)".into(), heads * n * n * 4),
+            (
+                format!("scores of the allowed frame pairs only, one layer, f32 ({allowed} of {} pairs)", frames * frames),
+                heads * allowed * pair * 4,
+            ),
+        ];
+        let title = format!(
+            "memory plan of the paper's layout: {} preset, L = 81, {frames} packed frames × {per_frame} tokens ({height}×{width} latents), one clip per device",
+            if c == &DitConfig::wan_t2v_1_3b() { "1.3b".to_string() } else { format!("dim {}", c.dim) }
+        );
+        Ok((Self { rows }, title))
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.3} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    println!(
+        "one Phase 1 step (packed forward + backward + AdamW) on {:?} ({:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
+        a.devices, a.precision, a.latents, a.height, a.width, a.text_tokens, a.lora_rank, a.trainable
+    );
+    println!("| preset | packed frames | tokens | trainable params | seconds/step | steps/s | RSS before step | peak RSS during step |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mem = |b: Option<u64>| b.map_or("-".to_string(), gib);
+    for name in &a.configs {
+        let r = dispatch(&a.devices, a.precision, Bench { name, args: &a })?;
+        println!(
+            "| {} | {} | {} | {} | {:.3} | {:.3} | {} | {} |",
+            r.preset,
+            r.frames,
+            r.tokens,
+            r.trainable,
+            r.seconds,
+            1.0 / r.seconds,
+            mem(r.rss_before),
+            mem(r.rss_peak)
+        );
+    }
+    let (plan, title) = Plan::new(&DitConfig::wan_t2v_1_3b(), 256, 60, 104)?;
+    println!("\n{title}");
+    println!("| part | bytes |");
+    println!("| --- | ---: |");
+    for (what, bytes) in plan.rows {
+        println!("| {what} | {} |", gib(bytes));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+
+    #[test]
+    fn parameter_arithmetic_counts_the_model() {
+        let c = DitConfig::tiny();
+        let plain: WanDit<NdArray> = c.init(&Default::default());
+        let (backbone, roles) = param_counts(&c, 4);
+        assert_eq!(plain.num_params(), backbone);
+        assert_eq!(plain.with_roles(&LoraConfig::new(4)).num_params(), backbone + roles);
+    }
+}
