@@ -12,4 +12,10 @@ pub enum TrainError {
     Data { path: PathBuf, message: String },
     #[error("{0}")]
     Model(#[from] ff_model::ModelError),
+    #[error("invalid training configuration: {0}")]
+    Config(String),
+    #[error("{path}: {message}")]
+    Checkpoint { path: PathBuf, message: String },
+    #[error("data-parallel worker failed: {0}")]
+    Worker(String),
 }
