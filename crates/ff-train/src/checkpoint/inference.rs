@@ -19,7 +19,7 @@ pub fn load_dit<B: AttentionBackend>(config: &DitConfig, path: &Path, device: &B
     let state = read_state(&dir)?;
     if &state.dit != config {
         return Err(TrainError::Checkpoint {
-            path: dir,
+            path: dir.join(super::STATE_FILE),
             message: format!("trained a DiT with config {:?}, but the model config is {:?}", state.dit, config),
         });
     }

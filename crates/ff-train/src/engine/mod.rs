@@ -19,7 +19,7 @@ mod optim;
 pub mod parallel;
 pub mod params;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod trainer;
 
 pub use config::{TrainConfig, Trainable};
