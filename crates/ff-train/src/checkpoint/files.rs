@@ -1,42 +1,21 @@
-//! Atomic file writes (temp file in the same directory, synced, renamed over the target) and the
-//! safetensors files of a checkpoint (f32 tensors plus a string metadata map).
+//! The safetensors files of a checkpoint (f32 tensors plus a string metadata map), each written
+//! atomically (temp file in the same directory, synced, renamed over the target).
 
+use crate::data::write_atomic;
 use crate::{Result, TrainError};
 use burn::tensor::TensorData;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
     move |source| TrainError::Io { path: path.to_path_buf(), source }
 }
 
-/// `<dir>/.<name>.tmp` beside `path`.
-pub fn temp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp"))
-}
-
-/// Flushes a file or directory to disk.
-pub fn sync(path: &Path) -> Result<()> {
+/// Flushes a directory (a rename inside it) to disk.
+pub fn sync_dir(path: &Path) -> Result<()> {
     File::open(path).and_then(|f| f.sync_all()).map_err(io(path))
-}
-
-/// Replaces `path` with the file `write` creates at the temp path it is given: a reader (or a run
-/// killed meanwhile) sees the old file or the complete new one, never a part.
-pub fn write_atomic(path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    let tmp = temp_path(path);
-    let result = write(&tmp).and_then(|()| sync(&tmp)).and_then(|()| fs::rename(&tmp, path).map_err(io(path)));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp); // best effort: the error that matters is returned
-    }
-    result
-}
-
-/// Writes `bytes` to `path` atomically.
-pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic(path, |tmp| fs::write(tmp, bytes).map_err(io(tmp)))
 }
 
 /// Writes f32 tensors and string metadata to a safetensors file, atomically.
@@ -46,8 +25,8 @@ pub fn write_tensors(path: &Path, tensors: Vec<(String, TensorData)>, metadata: 
         .iter()
         .map(|(k, d)| Ok((k.as_str(), TensorView::new(Dtype::F32, d.shape.to_vec(), d.as_bytes()).map_err(|e| corrupt(path, k, e))?)))
         .collect::<Result<Vec<_>>>()?;
-    let metadata = (!metadata.is_empty()).then_some(metadata);
-    write_atomic(path, |tmp| safetensors::serialize_to_file(views, metadata, tmp).map_err(|e| corrupt(tmp, "", e)))
+    let bytes = safetensors::serialize(views, (!metadata.is_empty()).then_some(metadata)).map_err(|e| corrupt(path, "", e))?;
+    write_atomic(path, &bytes)
 }
 
 fn corrupt(path: &Path, key: &str, e: impl std::fmt::Display) -> TrainError {

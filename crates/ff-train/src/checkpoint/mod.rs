@@ -22,7 +22,7 @@ mod inference;
 #[cfg(test)]
 mod tests;
 
-pub use files::{read_tensors, temp_path, write_atomic, write_bytes, write_tensors};
+pub use files::{read_tensors, write_tensors};
 pub use inference::load_dit;
 
 use crate::data::{Cursor, Sampler};
@@ -128,13 +128,13 @@ where
         base,
     };
     let json = serde_json::to_vec_pretty(&state).map_err(|e| TrainError::Checkpoint { path: tmp.clone(), message: e.to_string() })?;
-    write_bytes(&tmp.join(STATE_FILE), &json)?;
-    files::sync(&tmp)?;
+    crate::data::write_atomic(&tmp.join(STATE_FILE), &json)?;
+    files::sync_dir(&tmp)?;
     if dir.exists() {
         fs::remove_dir_all(&dir).map_err(io(&dir))?;
     }
     fs::rename(&tmp, &dir).map_err(io(&dir))?;
-    files::sync(run)?;
+    files::sync_dir(run)?;
     let all = list(run)?;
     for (_, old) in &all[..all.len().saturating_sub(trainer.config.keep_checkpoints)] {
         fs::remove_dir_all(old).map_err(io(old))?;
