@@ -34,6 +34,8 @@ enum Command {
     Simulate(cmd::simulate::Args),
     /// Run several schedules and executors on one random-weight model and compare them.
     Bench(cmd::bench::Args),
+    /// Train the planner and renderer roles (Phase 1: `train sft`).
+    Train(cmd::train::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -45,6 +47,7 @@ fn main() -> std::process::ExitCode {
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Train(args) => cmd::train::run(args),
     };
     match result {
         Ok(code) => code,

@@ -5,4 +5,5 @@ pub mod bench_dit;
 pub mod generate;
 pub mod plan;
 pub mod simulate;
+pub mod train;
 pub mod verify_fixture;

@@ -6,7 +6,7 @@
 //! | --- | --- |
 //! | `model.safetensors` | the trained parameters' current values (all parameters when `trainable = "all"`) |
 //! | `ema.safetensors` | their exponential moving average, the weights `generate` uses |
-//! | `optimizer.safetensors` | AdamW moments by module path (`<path>.first`, `<path>.second`, flattened), step counts in the metadata |
+//! | `optimizer.safetensors` | AdamW moments by module path (`<path>.first`, `<path>.second`, flattened); metadata `steps`: a JSON object of each parameter's update count |
 //! | `state.json` | step, random stream, data cursor, dataset size, engine and DiT configs, the base DiT the frozen part comes from |
 //!
 //! The weight files use the DiT loader's layout (Wan keys, PyTorch `[out, in]` Linear weights,
@@ -111,8 +111,8 @@ where
     let keep = |p: &str| trainable.contains(p);
     write_tensors(&tmp.join(MODEL_FILE), trainer.model.valid().file_tensors(keep)?, HashMap::new())?;
     write_tensors(&tmp.join(EMA_FILE), trainer.ema_model().file_tensors(keep)?, HashMap::new())?;
-    let (tensors, times) = optimizer_tensors(trainer.optimizer.state());
-    write_tensors(&tmp.join(OPTIMIZER_FILE), tensors, times)?;
+    let (tensors, steps) = optimizer_tensors(trainer.optimizer.state());
+    write_tensors(&tmp.join(OPTIMIZER_FILE), tensors, HashMap::from([(STEPS_KEY.to_string(), steps)]))?;
     let every_parameter = trainer.model.valid().file_tensors(|p| !trainable.contains(p))?.is_empty();
     let base = match base.filter(|_| !every_parameter) {
         Some(b) => Some(fs::canonicalize(b).map_err(io(b))?),
@@ -190,25 +190,28 @@ where
     Ok(())
 }
 
-fn optimizer_tensors<B: burn::tensor::backend::Backend>(
-    state: &BTreeMap<String, Moments<B>>,
-) -> (Vec<(String, TensorData)>, HashMap<String, String>) {
+/// The optimizer file's metadata key: a JSON object `{path: update count}` (one ordered entry,
+/// so the file's bytes do not depend on hash order).
+const STEPS_KEY: &str = "steps";
+
+fn optimizer_tensors<B: burn::tensor::backend::Backend>(state: &BTreeMap<String, Moments<B>>) -> (Vec<(String, TensorData)>, String) {
     let mut tensors = Vec::with_capacity(2 * state.len());
-    let mut times = HashMap::new();
+    let mut steps = BTreeMap::new();
     for (path, m) in state {
         tensors.push((format!("{path}.first"), m.first.clone().into_data()));
         tensors.push((format!("{path}.second"), m.second.clone().into_data()));
-        times.insert(path.clone(), m.time.to_string());
+        steps.insert(path.as_str(), m.time);
     }
-    (tensors, times)
+    (tensors, serde_json::json!(steps).to_string())
 }
 
 fn read_moments<B: burn::tensor::backend::Backend>(path: &Path, device: &B::Device) -> Result<BTreeMap<String, Moments<B>>> {
-    let (mut tensors, times) = read_tensors(path)?;
+    let (mut tensors, metadata) = read_tensors(path)?;
     let bad = |message: String| TrainError::Checkpoint { path: path.to_path_buf(), message };
+    let steps = metadata.get(STEPS_KEY).ok_or_else(|| bad(format!("no '{STEPS_KEY}' metadata")))?;
+    let steps: BTreeMap<String, usize> = serde_json::from_str(steps).map_err(|e| bad(format!("metadata '{STEPS_KEY}': {e}")))?;
     let mut out = BTreeMap::new();
-    for (param, time) in times {
-        let time = time.parse().map_err(|_| bad(format!("step count '{time}' of '{param}' is not a number")))?;
+    for (param, time) in steps {
         let mut take = |part: &str| -> Result<Tensor<B, 1>> {
             let key = format!("{param}.{part}");
             let data = tensors.remove(&key).ok_or_else(|| bad(format!("no tensor '{key}'")))?;

@@ -10,7 +10,7 @@
 mod configs;
 mod devices;
 mod memory;
-mod paths;
+pub(crate) mod paths;
 mod pipeline;
 mod plan;
 mod prompt;
