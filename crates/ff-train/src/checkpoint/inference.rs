@@ -36,6 +36,14 @@ pub fn load_dit<B: AttentionBackend>(config: &DitConfig, path: &Path, device: &B
     Ok(model)
 }
 
+/// For a run or checkpoint folder, the weight file as large as one merged role model (the base
+/// DiT, or the EMA weights when they hold every parameter), e.g. for a memory estimate; `None`
+/// when `path` is not a training checkpoint.
+pub fn merged_weights(path: &Path) -> Result<Option<PathBuf>> {
+    let Some(dir) = checkpoint_folder(path)? else { return Ok(None) };
+    Ok(Some(read_state(&dir)?.base.unwrap_or_else(|| dir.join(EMA_FILE))))
+}
+
 /// The checkpoint folder `path` names, if it names one.
 fn checkpoint_folder(path: &Path) -> Result<Option<PathBuf>> {
     if !path.is_dir() {

@@ -23,7 +23,7 @@ mod inference;
 mod tests;
 
 pub use files::{read_tensors, write_tensors};
-pub use inference::load_dit;
+pub use inference::{load_dit, merged_weights};
 
 use crate::data::{Cursor, Sampler};
 use crate::engine::params::{params, set_trainable};
