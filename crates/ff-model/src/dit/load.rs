@@ -172,9 +172,9 @@ mod tests {
         let model = DitConfig::tiny().init::<burn::backend::NdArray>(&Default::default()).with_roles(&LoraConfig::new(2));
         let tensors: std::collections::BTreeMap<String, TensorData> = model.file_tensors(|_| true).unwrap().into_iter().collect();
         // Linear weights as PyTorch writes them ([out, in]); adapters as the module holds them.
-        assert_eq!(tensors["time_projection.1.weight"].shape, [6 * 32, 32]);
-        assert_eq!(tensors["blocks.0.self_attn.q.adapters.0.a"].shape, [32, 2]);
-        assert_eq!(tensors["patch_embedding.weight"].shape, [32, 16, 1, 2, 2]);
+        assert_eq!(tensors["time_projection.1.weight"].shape.to_vec(), [6 * 32, 32]);
+        assert_eq!(tensors["blocks.0.self_attn.q.adapters.0.a"].shape.to_vec(), [32, 2]);
+        assert_eq!(tensors["patch_embedding.weight"].shape.to_vec(), [32, 16, 1, 2, 2]);
         let w = model.time_projection.weight.val().into_data().to_vec::<f32>().unwrap();
         let t = tensors["time_projection.1.weight"].to_vec::<f32>().unwrap();
         assert_eq!(t[1], w[6 * 32], "file [out, in] is the transpose of Burn's [in, out]");

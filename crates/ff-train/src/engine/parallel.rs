@@ -2,9 +2,10 @@
 //! the model (`fork`: same weights, its own autodiff leaves), running its share of the step's
 //! clips as accumulated micro-batches. The gradients are reduced to the first device by summing
 //! the workers' maps in worker order (a fixed order: the same sum on every run), then the
-//! optimizer runs once and the next step forks the updated model again (reduce + broadcast of
-//! the weights, equivalent to an all-reduce with a replicated optimizer). The transfer is
-//! Burn's `to_device`; burn-collective is not used (see docs/DESIGN notes in the crate docs).
+//! optimizer runs once and the next step forks the updated model again: a reduce plus a broadcast
+//! of the weights, equivalent to an all-reduce with a replicated optimizer. Tensors move with
+//! Burn's `to_device` and results come back over the scoped threads' join (no burn-collective:
+//! its feature rebuilds most of the dependency tree, and an own reduce keeps the order fixed).
 
 use super::params::{ParamMap, add, gradients, to_device};
 use crate::data::LatentClip;
