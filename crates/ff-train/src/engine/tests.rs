@@ -200,3 +200,32 @@ fn grads_of_one(model: &WanDit<B>, mut job: super::parallel::Job) -> BTreeMap<St
     let loss = objective().loss(model, &job.clip, &mut job.rng).unwrap();
     host(&super::params::gradients(model, &loss.total.backward()))
 }
+
+#[test]
+fn a_failed_step_changes_nothing() {
+    use crate::data::ClipSource;
+    /// Clips whose index `bad` cannot be read (a missing shard, say).
+    struct Broken(InMemoryClips, usize);
+    impl ClipSource for Broken {
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn get(&self, index: usize) -> crate::Result<LatentClip> {
+            if index == self.1 {
+                return Err(crate::TrainError::Data { path: "shard-00001.safetensors".into(), message: "missing".into() });
+            }
+            self.0.get(index)
+        }
+    }
+    let model = tiny_model();
+    let mut reference = Trainer::new(config(), model.clone(), vec![Default::default()], 2).unwrap();
+    reference.step(&objective(), &clips(2)).unwrap();
+    let mut trainer = Trainer::new(config(), model, vec![Default::default()], 2).unwrap();
+    let before = host(&trainer.trainable_values());
+    let err = trainer.step(&objective(), &Broken(clips(2), 1)).unwrap_err().to_string();
+    assert!(err.contains("shard-00001"), "{err}");
+    assert_eq!((trainer.step_count(), host(&trainer.trainable_values())), (0, before));
+    // The data, random stream and optimizer carry on as if the failure had not happened.
+    trainer.step(&objective(), &clips(2)).unwrap();
+    assert_eq!(host(&trainer.trainable_values()), host(&reference.trainable_values()));
+}
