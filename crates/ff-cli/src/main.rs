@@ -42,6 +42,8 @@ enum Command {
     World(cmd::world::Args),
     /// Measure videos: prompt accuracy, identity persistence, drift and seam statistics.
     Eval(cmd::eval::Args),
+    /// Train the planner and renderer roles (Phase 1: `train sft`).
+    Train(cmd::train::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -57,6 +59,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::World(args) => cmd::world::run(args),
         Command::Eval(args) => cmd::eval::run(args),
+        Command::Train(args) => cmd::train::run(args),
     };
     match result {
         Ok(code) => code,

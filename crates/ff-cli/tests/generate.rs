@@ -215,3 +215,37 @@ fn refuses_bad_requests_with_clear_errors() {
     let err = fails(&base(&["--vae", "/nonexistent/vae.pth"]));
     assert!(err.contains("vae: /nonexistent/vae.pth does not exist"), "{err}");
 }
+
+/// A `train sft` run over the Wan-layout directory's DiT: `generate --dit RUN` renders with the
+/// run's trained roles (base DiT + EMA adapters and role vectors), differently from the base.
+#[test]
+fn generates_with_the_roles_of_a_training_run() {
+    use ff_train::TrainRng;
+    use ff_train::data::LatentClip;
+    use ff_train::data::shards::{Encoders, ShardWriter};
+    let m = models("trained");
+    let data = m.out.join("clips");
+    let mut writer = ShardWriter::open(&data, Encoders { vae: "vae".into(), text: "umt5".into() }, 2).unwrap();
+    let mut rng = TrainRng::new(1);
+    for i in 0..2 {
+        let clip =
+            LatentClip { latents: rng.normal_data(vec![16, 3, 2, 2]), prompt: rng.normal_data(vec![4, D_MODEL]), caption: format!("{i}") };
+        writer.push(&format!("{i}.mp4"), [16, 16], &clip).unwrap();
+    }
+    writer.finish().unwrap();
+    let (run, config) = (m.out.join("run"), m.out.join("sft.toml"));
+    write(&config, "[train]\nbatch = 2\nlr = 1e-2\nwarmup_steps = 0\nema_decay = 0.0\nlora_rank = 4\nlora_alpha = 4.0\n");
+    let train = Command::new(env!("CARGO_BIN_EXE_flashforward"))
+        .args(["train", "sft", "--model-dir", m.wan.to_str().unwrap(), "--data", data.to_str().unwrap()])
+        .args(["--out", run.to_str().unwrap(), "--steps", "2", "--seed", "0", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(train.status.success(), "train sft failed: {}", String::from_utf8_lossy(&train.stderr));
+    let frames = |dir: &str, extra: &[&str]| {
+        succeeds(&m.wan_args(dir, &[&["--latents", "1", "--seed", "1"][..], extra].concat()));
+        png_frames(&m.out.join(dir))
+    };
+    let trained = frames("trained/", &["--dit", run.to_str().unwrap()]);
+    assert_eq!(trained.len(), 1);
+    assert_ne!(trained, frames("base/", &[]), "the trained roles change the video");
+}

@@ -12,6 +12,12 @@ pub enum TrainError {
     Data { path: PathBuf, message: String },
     #[error("{0}")]
     Model(#[from] ff_model::ModelError),
+    #[error("invalid training configuration: {0}")]
+    Config(String),
+    #[error("{path}: {message}")]
+    Checkpoint { path: PathBuf, message: String },
+    #[error("data-parallel worker failed: {0}")]
+    Worker(String),
     /// A latent-clip manifest that cannot be parsed or contradicts itself.
     #[error("{manifest}: {message}")]
     Manifest { manifest: PathBuf, message: String },
@@ -30,9 +36,6 @@ pub enum TrainError {
     /// A captions line that is not `{"video": "...", "caption": "..."}`.
     #[error("{captions}:{line}: {message}")]
     Captions { captions: PathBuf, line: usize, message: String },
-    /// A configuration value out of range (the message names the key).
-    #[error("{0}")]
-    Config(String),
     /// A clip or tensor whose shape does not fit (the message names which and the shape).
     #[error("{0}")]
     Shape(String),

@@ -2,8 +2,11 @@
 //! checkpoints, data-parallel workers) and the two phases (packed time-rebased SFT, self-rollout
 //! DMD distillation). Written against `B: AutodiffBackend`; tests run on `Autodiff<NdArray>`.
 
+pub mod checkpoint;
 pub mod data;
+pub mod engine;
 pub mod error;
+pub mod flow;
 pub mod objective;
 pub mod rng;
 pub mod sft;

@@ -8,5 +8,6 @@ pub mod bench_train;
 pub mod generate;
 pub mod plan;
 pub mod simulate;
+pub mod train;
 pub mod verify_fixture;
 pub mod world;

@@ -27,6 +27,7 @@ use std::path::{MAIN_SEPARATOR, Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+pub(crate) use atomic::write_atomic;
 pub use count::FrameCount;
 pub use decode::Mp4Input;
 pub use frame::{Frame, frames_from_tensor_data};

@@ -3,11 +3,18 @@
 //! safetensors with an index json, and Self-Forcing-style `.pt` files (`generator_ema` /
 //! `generator`, keys prefixed `model.`). One ordered table maps every layout to module paths:
 //! first diffusers names to Wan names, then Wan names to this crate's module paths.
+//!
+//! The crate writes its own weights (training checkpoints, exports) in the Wan layout plus the
+//! role parameters under their module paths (`blocks.N.self_attn.q.adapters.R.a` `[in, rank]`,
+//! `role_embedding` `[2, dim]`): [`WanDit::file_tensors`] and [`dit_file_key`] are the inverse of
+//! the table, so such a file loads back through [`WanDit::load_weights`] unchanged.
 
 use super::config::DitConfig;
 use super::model::WanDit;
-use crate::error::Result;
-use crate::load::{CheckpointFiles, KeyRemap, load_checkpoint};
+use crate::error::{ModelError, Result};
+use crate::load::{CheckpointFiles, KeyRemap, load_checkpoint, transpose_2d};
+use burn::tensor::TensorData;
+use burn_store::ModuleSnapshot;
 use kernels_cubecl::AttentionBackend;
 use std::path::Path;
 
@@ -36,8 +43,9 @@ pub const DIT_KEY_RULES: &[(&str, &str)] = &[
     (r"^(text|time)_embedding\.0\.", "${1}_embedding.fc1."),
     (r"^(text|time)_embedding\.2\.", "${1}_embedding.fc2."),
     (r"^time_projection\.1\.", "time_projection."),
-    (r"\.self_attn\.([qkvo])\.", ".self_attn.${1}.base."),
-    (r"\.cross_attn\.([qo])\.", ".cross_attn.${1}.base."),
+    // only the projection's own weight and bias: its role adapters keep their module paths
+    (r"\.self_attn\.([qkvo])\.(weight|bias)$", ".self_attn.${1}.base.${2}"),
+    (r"\.cross_attn\.([qo])\.(weight|bias)$", ".cross_attn.${1}.base.${2}"),
     (r"\.norm_([qk])\.weight$", ".norm_${1}.gamma"),
     (r"\.norm3\.weight$", ".norm3.gamma"),
     (r"\.norm3\.bias$", ".norm3.beta"),
@@ -45,9 +53,31 @@ pub const DIT_KEY_RULES: &[(&str, &str)] = &[
     (r"\.ffn\.2\.", ".ffn.fc2."),
 ];
 
+/// Module path → Wan file key: the inverse of the Wan part of [`DIT_KEY_RULES`]. Role
+/// parameters (adapters, role vectors) keep their module paths.
+const DIT_FILE_KEY_RULES: &[(&str, &str)] = &[
+    (r"^patch_embedding\.conv\.", "patch_embedding."),
+    (r"^(text|time)_embedding\.fc1\.", "${1}_embedding.0."),
+    (r"^(text|time)_embedding\.fc2\.", "${1}_embedding.2."),
+    (r"^time_projection\.", "time_projection.1."),
+    (r"\.(self_attn|cross_attn)\.([qkvo])\.base\.", ".${1}.${2}."),
+    (r"\.norm_([qk])\.gamma$", ".norm_${1}.weight"),
+    (r"\.norm3\.gamma$", ".norm3.weight"),
+    (r"\.norm3\.beta$", ".norm3.bias"),
+    (r"\.ffn\.fc1\.", ".ffn.0."),
+    (r"\.ffn\.fc2\.", ".ffn.2."),
+];
+
 /// The DiT key table as a [`KeyRemap`].
 pub fn dit_key_remap() -> KeyRemap {
     KeyRemap::new(DIT_KEY_RULES)
+}
+
+/// The key under which the crate writes the parameter at `module_path` (Wan layout; role
+/// parameters under their module paths). `dit_key_remap().apply(&dit_file_key(p)) == p`.
+pub fn dit_file_key(module_path: &str) -> String {
+    static TABLE: std::sync::OnceLock<KeyRemap> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| KeyRemap::new(DIT_FILE_KEY_RULES)).apply(module_path)
 }
 
 /// Parameters a base checkpoint need not hold: role vectors and role adapters.
@@ -67,6 +97,23 @@ impl<B: AttentionBackend> WanDit<B> {
     pub fn load_weights(&mut self, path: impl AsRef<Path>) -> Result<()> {
         let files = CheckpointFiles::resolve(path)?;
         load_checkpoint(self, &files, &dit_key_remap(), is_role_parameter)
+    }
+
+    /// The parameters whose module path passes `keep`, as `(file key, data)` in the layout
+    /// [`load_weights`](Self::load_weights) reads: Wan keys ([`dit_file_key`]), `Linear` weights
+    /// transposed to PyTorch's `[out, in]`, the model's float dtype.
+    pub fn file_tensors(&self, keep: impl Fn(&str) -> bool) -> Result<Vec<(String, TensorData)>> {
+        let mut out = Vec::new();
+        for snapshot in self.collect(None, None, false) {
+            let path = snapshot.full_path();
+            if !keep(&path) {
+                continue;
+            }
+            let data = snapshot.to_data().map_err(|e| ModelError::Input(format!("parameter '{path}': {e}")))?;
+            let linear = snapshot.module_type().as_deref() == Some("Struct:Linear") && path.ends_with(".weight");
+            out.push((dit_file_key(&path), if linear { transpose_2d(data) } else { data }));
+        }
+        Ok(out)
     }
 }
 
@@ -102,5 +149,36 @@ mod tests {
         assert_eq!(remap.apply("text_embedding.0.weight"), "text_embedding.fc1.weight");
         assert_eq!(remap.apply("patch_embedding.weight"), "patch_embedding.conv.weight");
         assert_eq!(remap.apply("time_projection.1.bias"), "time_projection.bias");
+    }
+
+    #[test]
+    fn the_crates_own_keys_map_back_to_every_module_path() {
+        use crate::lora::LoraConfig;
+        let model = DitConfig::tiny().init::<burn::backend::NdArray>(&Default::default()).with_roles(&LoraConfig::new(2));
+        let remap = dit_key_remap();
+        let paths: Vec<String> = model.collect(None, None, false).iter().map(|s| s.full_path()).collect();
+        assert!(paths.iter().any(|p| p == "blocks.1.cross_attn.o.adapters.1.b") && paths.iter().any(|p| p == "role_embedding"));
+        for path in &paths {
+            assert_eq!(&remap.apply(&dit_file_key(path)), path, "file key {}", dit_file_key(path));
+        }
+        assert_eq!(remap.apply("blocks.0.self_attn.q.adapters.0.a"), "blocks.0.self_attn.q.adapters.0.a");
+        assert_eq!(dit_file_key("blocks.0.self_attn.q.base.weight"), "blocks.0.self_attn.q.weight");
+        assert_eq!(dit_file_key("blocks.0.ffn.fc2.bias"), "blocks.0.ffn.2.bias");
+    }
+
+    #[test]
+    fn file_tensors_are_in_the_wan_layout() {
+        use crate::lora::LoraConfig;
+        let model = DitConfig::tiny().init::<burn::backend::NdArray>(&Default::default()).with_roles(&LoraConfig::new(2));
+        let tensors: std::collections::BTreeMap<String, TensorData> = model.file_tensors(|_| true).unwrap().into_iter().collect();
+        // Linear weights as PyTorch writes them ([out, in]); adapters as the module holds them.
+        assert_eq!(tensors["time_projection.1.weight"].shape.to_vec(), [6 * 32, 32]);
+        assert_eq!(tensors["blocks.0.self_attn.q.adapters.0.a"].shape.to_vec(), [32, 2]);
+        assert_eq!(tensors["patch_embedding.weight"].shape.to_vec(), [32, 16, 1, 2, 2]);
+        let w = model.time_projection.weight.val().into_data().to_vec::<f32>().unwrap();
+        let t = tensors["time_projection.1.weight"].to_vec::<f32>().unwrap();
+        assert_eq!(t[1], w[6 * 32], "file [out, in] is the transpose of Burn's [in, out]");
+        let roles_only = model.file_tensors(|p| p.contains(".adapters.") || p == "role_embedding").unwrap();
+        assert_eq!(roles_only.len(), 2 * 2 * 6 * 2 + 1);
     }
 }

@@ -131,7 +131,7 @@ fn to_module_snapshot(t: FileTensor, want: &TensorSnapshot, target: &str) -> Res
     ))
 }
 
-fn transpose_2d(data: burn::tensor::TensorData) -> burn::tensor::TensorData {
+pub(crate) fn transpose_2d(data: burn::tensor::TensorData) -> burn::tensor::TensorData {
     let [r, c] = [data.shape[0], data.shape[1]];
     let dtype = data.dtype;
     let v = data.convert::<f32>().into_vec::<f32>().expect("f32 data");

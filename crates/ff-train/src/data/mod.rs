@@ -9,6 +9,7 @@ pub mod shards;
 #[cfg(test)]
 mod test_dir;
 
+pub(crate) use atomic::write_atomic;
 pub use captions::{CaptionedVideo, read_captions};
 pub use clip::{ClipSource, Cursor, InMemoryClips, LatentClip, Sampler};
 pub use shards::{ShardDataset, ShardWriter};

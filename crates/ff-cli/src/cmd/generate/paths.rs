@@ -129,6 +129,21 @@ impl FileFlags {
     }
 }
 
+/// The DiT weights and config of model directory `dir` (either layout), for commands that use
+/// only the DiT.
+pub fn dit_files(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    if !dir.is_dir() {
+        bail!("--model-dir {}: no such directory", dir.display());
+    }
+    match scan(dir) {
+        Found { dit: Some(dit), dit_config: Some(config), .. } => Ok((dit, config)),
+        _ => bail!(
+            "--model-dir {}: no DiT (expected diffusion_pytorch_model*.safetensors and config.json, or transformer/ with both)",
+            dir.display()
+        ),
+    }
+}
+
 /// The files `dir` holds in the diffusers layout (when it has `transformer/`) or the original one.
 fn scan(dir: &Path) -> Found {
     let file = |rel: &str| Some(dir.join(rel)).filter(|p| p.is_file());

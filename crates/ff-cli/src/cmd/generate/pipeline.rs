@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use burn::tensor::Tensor;
-use ff_model::dit::{DitConfig, WanDit};
+use ff_model::dit::DitConfig;
 use ff_model::text::PromptEmbedding;
 use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_sched::Graph;
@@ -62,8 +62,9 @@ pub struct Outcome {
 
 /// The DiT runner (model, prompt context, noise) and the VAE of `job`, on `device`.
 fn load_models<B: AttentionBackend>(job: &Job, text: &PromptEmbedding, device: &B::Device) -> Result<(DitRunner<B>, WanVae<B>)> {
-    let dit =
-        WanDit::<B>::load(job.dit_config, job.dit, device).with_context(|| format!("cannot load the DiT from {}", job.dit.display()))?;
+    // A plain DiT checkpoint, or a training run / checkpoint (its EMA roles over its base DiT).
+    let dit = ff_train::checkpoint::load_dit::<B>(job.dit_config, job.dit, device)
+        .with_context(|| format!("cannot load the DiT from {}", job.dit.display()))?;
     let context: Tensor<B, 3> = text.to_context::<B>(job.dit_config.text_len, device)?.unsqueeze();
     let [height, width] = job.latent_size;
     let noise = NoiseSpec { seed: job.seed, channels: job.dit_config.in_channels, height, width };

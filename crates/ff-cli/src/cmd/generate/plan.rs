@@ -80,12 +80,19 @@ impl Plan {
             };
             text.check("cpu (text encoder)", cpu)?;
         }
-        let (dit_keys, dit_elements) = checkpoint_contents(&self.files.dit)?;
+        // A training run serves its roles as two merged models of its base DiT's size.
+        let (roles, dit_elements) = match ff_train::checkpoint::merged_weights(&self.files.dit)? {
+            Some(weights) => (true, checkpoint_contents(&weights)?.1),
+            None => {
+                let (keys, elements) = checkpoint_contents(&self.files.dit)?;
+                (keys.iter().any(|k| k.contains("role_embedding")), elements)
+            }
+        };
         let (_, vae_elements) = checkpoint_contents(&self.files.vae)?;
         let sizes = Sizes {
             dit: &self.configs.dit,
             dit_elements,
-            roles: dit_keys.iter().any(|k| k.contains("role_embedding")),
+            roles,
             vae_elements,
             vae_base_dim: self.configs.vae.base_dim,
             pixels: [args.height, args.width],

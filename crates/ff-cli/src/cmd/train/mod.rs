@@ -1,0 +1,30 @@
+//! `flashforward train`: the training commands. Each phase is a subcommand over the same engine
+//! (`ff_train::engine`), config file conventions ([`config`]), progress bar, metrics log and
+//! checkpoints ([`run`]).
+
+mod config;
+mod metrics;
+mod progress;
+mod run;
+mod sft;
+
+use anyhow::Result;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Phase 1: packed time-rebased supervised fine-tuning of the planner and renderer roles.
+    Sft(sft::Args),
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    match args.command {
+        Command::Sft(args) => sft::run(args),
+    }
+}

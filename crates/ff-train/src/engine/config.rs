@@ -1,0 +1,154 @@
+//! [`TrainConfig`]: every hyper-parameter of the engine, with the paper's Phase 1 values as
+//! defaults (App. C.1: AdamW β₁ = 0, β₂ = 0.999, weight decay 0.01, global-norm clip 1.0, LR
+//! warm-up to 1e-5 over 100 steps then constant, EMA 0.999, 1,800 steps at global batch 128,
+//! LoRA rank 256 on the roles).
+
+use crate::TrainError; // not `Result`: the `Config` derive expands to code that uses std's
+use burn::config::Config;
+use ff_model::LoraConfig;
+use serde::{Deserialize, Serialize};
+
+/// Which parameters train; every other parameter is frozen (no gradient, no optimizer state).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trainable {
+    /// The role adapters and the role vectors (the paper's setting); the backbone is frozen.
+    Lora,
+    /// Every parameter: backbone, adapters and role vectors.
+    All,
+}
+
+impl Trainable {
+    /// Whether the parameter at `module_path` trains.
+    pub fn contains(self, module_path: &str) -> bool {
+        match self {
+            Trainable::All => true,
+            Trainable::Lora => module_path == "role_embedding" || module_path.contains(".adapters."),
+        }
+    }
+}
+
+/// The engine's hyper-parameters.
+#[derive(Config, Debug, PartialEq)]
+pub struct TrainConfig {
+    /// Optimizer steps of the whole run.
+    #[config(default = 1800)]
+    pub steps: usize,
+    /// Seed of the data order, the noise and the fresh LoRA matrices.
+    #[config(default = 0)]
+    pub seed: u64,
+    /// Learning rate after warm-up.
+    #[config(default = 1e-5)]
+    pub lr: f64,
+    /// Steps of linear warm-up: step s (1-based) uses `lr · min(1, s / warmup_steps)`.
+    #[config(default = 100)]
+    pub warmup_steps: usize,
+    /// AdamW first-moment decay (the paper uses 0: no momentum).
+    #[config(default = 0.0)]
+    pub beta_1: f64,
+    #[config(default = 0.999)]
+    pub beta_2: f64,
+    /// AdamW ε (PyTorch's default; Burn's own default is 1e-5).
+    #[config(default = 1e-8)]
+    pub epsilon: f64,
+    /// Decoupled weight decay (PyTorch's AdamW default; Burn's own default is 1e-4).
+    #[config(default = 0.01)]
+    pub weight_decay: f64,
+    /// Maximum global L2 norm of the gradient over all trainable parameters.
+    #[config(default = 1.0)]
+    pub clip_norm: f64,
+    /// Decay of the exponential moving average of the trainable parameters.
+    #[config(default = 0.999)]
+    pub ema_decay: f64,
+    /// Clips per optimizer step, over all devices and accumulation steps.
+    #[config(default = 128)]
+    pub batch: usize,
+    /// Clips per forward/backward on one device; `batch / (devices · micro_batch)` micro-batches
+    /// are accumulated per device.
+    #[config(default = 1)]
+    pub micro_batch: usize,
+    #[config(default = "Trainable::Lora")]
+    pub trainable: Trainable,
+    /// Rank of the role adapters.
+    #[config(default = 256)]
+    pub lora_rank: usize,
+    /// Adapter output scale is `lora_alpha / lora_rank`.
+    #[config(default = 256.0)]
+    pub lora_alpha: f64,
+    /// A checkpoint every this many steps (and at the end of the run).
+    #[config(default = 100)]
+    pub checkpoint_every: usize,
+    /// Checkpoints kept on disk (older ones are removed after a newer one is complete).
+    #[config(default = 2)]
+    pub keep_checkpoints: usize,
+}
+
+impl TrainConfig {
+    /// Learning rate of optimizer step `step` (1-based).
+    pub fn lr_at(&self, step: usize) -> f64 {
+        if self.warmup_steps == 0 {
+            return self.lr;
+        }
+        self.lr * (step as f64 / self.warmup_steps as f64).min(1.0)
+    }
+
+    pub fn lora(&self) -> LoraConfig {
+        LoraConfig::new(self.lora_rank).with_alpha(self.lora_alpha)
+    }
+
+    /// Micro-batches each of `devices` devices accumulates per step; an error names the
+    /// sizes that do not divide.
+    pub fn accumulation(&self, devices: usize) -> crate::Result<usize> {
+        let per_step = devices * self.micro_batch;
+        if devices == 0 || self.micro_batch == 0 || self.batch == 0 || !self.batch.is_multiple_of(per_step) {
+            return Err(TrainError::Config(format!(
+                "batch {} is not a positive multiple of devices ({devices}) × micro_batch ({})",
+                self.batch, self.micro_batch
+            )));
+        }
+        Ok(self.batch / per_step)
+    }
+
+    /// Checks the values the engine relies on.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |what: String| Err(TrainError::Config(what));
+        if !(0.0..1.0).contains(&self.beta_1) || !(0.0..1.0).contains(&self.beta_2) {
+            return bad(format!("beta_1 {} and beta_2 {} must lie in [0, 1)", self.beta_1, self.beta_2));
+        }
+        if !(0.0..=1.0).contains(&self.ema_decay) {
+            return bad(format!("ema_decay {} must lie in [0, 1]", self.ema_decay));
+        }
+        if self.lr < 0.0 || self.weight_decay < 0.0 || self.epsilon <= 0.0 || self.clip_norm <= 0.0 {
+            return bad("lr and weight_decay must be ≥ 0, epsilon and clip_norm > 0".into());
+        }
+        if self.lora_rank == 0 || self.checkpoint_every == 0 || self.keep_checkpoints == 0 {
+            return bad("lora_rank, checkpoint_every and keep_checkpoints must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warm_up_is_linear_then_constant() {
+        let c = TrainConfig::new().with_lr(1e-3).with_warmup_steps(4);
+        let lrs: Vec<f64> = (1..=6).map(|s| c.lr_at(s)).collect();
+        assert_eq!(lrs, vec![2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3]);
+        assert_eq!(c.with_warmup_steps(0).lr_at(1), 1e-3);
+    }
+
+    #[test]
+    fn defaults_are_the_papers_and_batches_must_divide() {
+        let c = TrainConfig::new();
+        assert_eq!((c.beta_1, c.beta_2, c.weight_decay, c.clip_norm, c.ema_decay), (0.0, 0.999, 0.01, 1.0, 0.999));
+        assert_eq!((c.lr, c.warmup_steps, c.steps, c.batch, c.lora_rank), (1e-5, 100, 1800, 128, 256));
+        assert_eq!(c.accumulation(4).unwrap(), 32);
+        let err = c.clone().with_batch(6).with_micro_batch(4).accumulation(1).unwrap_err().to_string();
+        assert!(err.contains("batch 6") && err.contains("micro_batch (4)"), "{err}");
+        assert!(Trainable::Lora.contains("blocks.0.self_attn.q.adapters.1.b") && Trainable::Lora.contains("role_embedding"));
+        assert!(!Trainable::Lora.contains("blocks.0.self_attn.q.base.weight") && Trainable::All.contains("head.modulation"));
+    }
+}

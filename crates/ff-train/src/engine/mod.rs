@@ -1,0 +1,28 @@
+//! The training engine both phases share: a [`Trainer`] runs optimizer steps of an
+//! [`Objective`](crate::Objective) over a [`ClipSource`](crate::data::ClipSource).
+//!
+//! * [`TrainConfig`]: every hyper-parameter, defaults from the paper (App. C.1).
+//! * Trainable set ([`Trainable`]): the role adapters and role vectors, or every parameter;
+//!   frozen parameters get no gradient.
+//! * [`Optimizer`]: Burn's AdamW with β₁, β₂, ε and weight decay set explicitly, state by
+//!   parameter path; [`clip_global_norm`]: clipping by the norm over all gradients.
+//! * [`Ema`]: the moving average used for evaluation and export.
+//! * Gradient accumulation to the global batch and data parallel over local devices (one worker
+//!   thread per device, gradients reduced over channels in a fixed order: [`parallel`]).
+//!
+//! Parameters, gradients, moments and averages are maps from module path to a flattened tensor
+//! ([`params`]); checkpoints ([`crate::checkpoint`]) save them by that name.
+
+mod config;
+mod ema;
+mod optim;
+pub mod parallel;
+pub mod params;
+#[cfg(test)]
+pub(crate) mod tests;
+mod trainer;
+
+pub use config::{TrainConfig, Trainable};
+pub use ema::Ema;
+pub use optim::{Moments, Optimizer, clip_global_norm};
+pub use trainer::{StepReport, Trainer};
