@@ -229,12 +229,15 @@ fn generates_with_the_roles_of_a_training_run() {
     let mut rng = TrainRng::new(1);
     for i in 0..2 {
         let clip =
-            LatentClip { latents: rng.normal_data(vec![16, 3, 2, 2]), prompt: rng.normal_data(vec![4, D_MODEL]), caption: format!("{i}") };
+            LatentClip { latents: rng.normal_data(vec![16, 12, 2, 2]), prompt: rng.normal_data(vec![4, D_MODEL]), caption: format!("{i}") };
         writer.push(&format!("{i}.mp4"), [16, 16], &clip).unwrap();
     }
     writer.finish().unwrap();
     let (run, config) = (m.out.join("run"), m.out.join("sft.toml"));
-    write(&config, "[train]\nbatch = 2\nlr = 1e-2\nwarmup_steps = 0\nema_decay = 0.0\nlora_rank = 4\nlora_alpha = 4.0\n");
+    write(
+        &config,
+        "[train]\nbatch = 2\nlr = 1e-2\nwarmup_steps = 0\nema_decay = 0.0\nlora_rank = 4\nlora_alpha = 4.0\n[sft]\nlatents = 12\nanchor_stride = 4\nplanner_block = 2\nchunk = 2\nhistory = 2\nrebased_crops = 2\n",
+    );
     let train = Command::new(env!("CARGO_BIN_EXE_flashforward"))
         .args(["train", "sft", "--model-dir", m.wan.to_str().unwrap(), "--data", data.to_str().unwrap()])
         .args(["--out", run.to_str().unwrap(), "--steps", "2", "--seed", "0", "--config", config.to_str().unwrap()])

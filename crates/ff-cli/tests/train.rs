@@ -53,12 +53,12 @@ fn setup(root: &Path) -> (PathBuf, PathBuf) {
     let mut rng = TrainRng::new(9);
     for i in 0..3 {
         let clip =
-            LatentClip { latents: rng.normal_data(vec![16, 3, 4, 4]), prompt: rng.normal_data(vec![5, 24]), caption: format!("clip {i}") };
+            LatentClip { latents: rng.normal_data(vec![16, 12, 4, 4]), prompt: rng.normal_data(vec![5, 24]), caption: format!("clip {i}") };
         writer.push(&format!("v{i}.mp4"), [32, 32], &clip).unwrap();
     }
     writer.finish().unwrap();
     assert_eq!(ShardDataset::open(&data).unwrap().len(), 3);
-    let toml = "[train]\nbatch = 2\nlr = 1e-3\nwarmup_steps = 1\ncheckpoint_every = 2\nlora_rank = 4\nlora_alpha = 4.0\n";
+    let toml = "[train]\nbatch = 2\nlr = 1e-3\nwarmup_steps = 1\ncheckpoint_every = 2\nlora_rank = 4\nlora_alpha = 4.0\n[sft]\nlatents = 12\nanchor_stride = 4\nplanner_block = 2\nchunk = 2\nhistory = 2\nrebased_crops = 2\n";
     fs::write(root.join("sft.toml"), toml).unwrap();
     (model, data)
 }

@@ -2,9 +2,9 @@
 
 pub mod bench;
 pub mod bench_dit;
+pub mod bench_train;
 pub mod encode_videos;
 pub mod eval;
-pub mod bench_train;
 pub mod generate;
 pub mod plan;
 pub mod simulate;

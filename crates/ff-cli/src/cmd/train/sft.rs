@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use ff_model::{AttentionBackend, WanDit};
 use ff_train::data::LatentClip;
-use ff_train::flow::{FlowMatchConfig, FlowMatchObjective};
+use ff_train::sft::{SftConfig, SftObjective};
 use ff_train::{Loss, Objective, TrainRng};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,18 +23,18 @@ use std::process::ExitCode;
 const SECTION: &str = "sft";
 
 /// The objective's config type (deserialised from `[sft]`).
-pub type ObjectiveConfig = FlowMatchConfig;
+pub type ObjectiveConfig = SftConfig;
 
 fn default_objective_config() -> ObjectiveConfig {
-    FlowMatchConfig::new()
+    SftConfig::new()
 }
 
 /// The objective `train sft` optimises.
-pub fn objective(config: &ObjectiveConfig) -> Result<FlowMatchObjective> {
-    Ok(FlowMatchObjective { config: config.clone() })
+pub fn objective(config: &ObjectiveConfig) -> Result<SftObjective> {
+    Ok(SftObjective::new(config.clone())?)
 }
 
-impl AnyBackendObjective for FlowMatchObjective {
+impl AnyBackendObjective for SftObjective {
     fn loss<B: AttentionBackend>(
         &self,
         model: &WanDit<Autodiff<B>>,
