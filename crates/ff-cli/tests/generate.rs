@@ -220,19 +220,34 @@ fn refuses_bad_requests_with_clear_errors() {
 /// run's trained roles (base DiT + EMA adapters and role vectors), differently from the base.
 #[test]
 fn generates_with_the_roles_of_a_training_run() {
-    use ff_train::TrainRng;
-    use ff_train::data::LatentClip;
-    use ff_train::data::shards::{Encoders, ShardWriter};
+    // MP4 files to a checkpoint that generate loads: the small world's clips (16x16 px, 3 s = 13
+    // latents), encoded with the tiny VAE and umT5, trained for two Phase 1 steps.
     let m = models("trained");
-    let data = m.out.join("clips");
-    let mut writer = ShardWriter::open(&data, Encoders { vae: "vae".into(), text: "umt5".into() }, 2).unwrap();
-    let mut rng = TrainRng::new(1);
-    for i in 0..2 {
-        let clip =
-            LatentClip { latents: rng.normal_data(vec![16, 12, 2, 2]), prompt: rng.normal_data(vec![4, D_MODEL]), caption: format!("{i}") };
-        writer.push(&format!("{i}.mp4"), [16, 16], &clip).unwrap();
-    }
-    writer.finish().unwrap();
+    let (videos, data) = (m.out.join("videos"), m.out.join("clips"));
+    let videos_arg = videos.to_str().unwrap();
+    let run_ok = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(args).output().unwrap();
+        assert!(out.status.success(), "flashforward {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run_ok(&["world", "--out", videos_arg, "--clips", "2", "--seconds", "3", "--width", "16", "--height", "16"]);
+    let captions = videos.join("captions.jsonl");
+    run_ok(&[
+        "encode-videos",
+        "--model-dir",
+        m.diffusers.to_str().unwrap(),
+        "--videos",
+        videos_arg,
+        "--captions",
+        captions.to_str().unwrap(),
+        "--out",
+        data.to_str().unwrap(),
+        "--height",
+        "16",
+        "--width",
+        "16",
+        "--latents",
+        "12",
+    ]);
     let (run, config) = (m.out.join("run"), m.out.join("sft.toml"));
     write(
         &config,
