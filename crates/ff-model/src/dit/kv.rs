@@ -90,7 +90,14 @@ pub trait KvContext<B: Backend> {
 }
 
 /// Checks that `kv` (named `what` in errors) has `layers` layers of `[batch, heads, _, head_dim]`.
-pub(crate) fn check_entry<B: Backend>(what: &str, kv: &ChunkKv<B>, layers: usize, batch: usize, heads: usize, head_dim: usize) -> Result<()> {
+pub(crate) fn check_entry<B: Backend>(
+    what: &str,
+    kv: &ChunkKv<B>,
+    layers: usize,
+    batch: usize,
+    heads: usize,
+    head_dim: usize,
+) -> Result<()> {
     if kv.layers.len() != layers {
         return Err(ModelError::Input(format!("{what} has {} layers, the model {layers}", kv.layers.len())));
     }

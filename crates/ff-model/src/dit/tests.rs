@@ -1,11 +1,11 @@
 //! Invariants of the DiT forwards on a random tiny model.
 
 use super::*;
-use kernels_cubecl::AttentionBackend;
 use crate::lora::LoraConfig;
 use burn::backend::{Autodiff, NdArray};
 use burn::module::Param;
 use burn::tensor::{Distribution, Tensor};
+use kernels_cubecl::AttentionBackend;
 
 type B = NdArray;
 

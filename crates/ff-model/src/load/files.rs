@@ -84,7 +84,8 @@ impl CheckpointFiles {
         let dir = index.parent().unwrap_or(Path::new("."));
         let mut shards = BTreeSet::new();
         for (key, shard) in map {
-            let name = shard.as_str().ok_or_else(|| ModelError::corrupt(index, format!("'weight_map' entry '{key}' is not a file name")))?;
+            let name =
+                shard.as_str().ok_or_else(|| ModelError::corrupt(index, format!("'weight_map' entry '{key}' is not a file name")))?;
             check_shard_name(index, key, name)?;
             shards.insert(name);
         }
