@@ -69,12 +69,16 @@ impl Trace {
         serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" })
     }
 
-    /// Writes `path` (Chrome trace JSON) and `path` with extension `svg` (wavefront chart).
-    pub fn write(&self, graph: &Graph, path: &Path) -> Result<PathBuf> {
+    /// Writes `path` (Chrome trace JSON) and `path` with extension `svg` (wavefront chart titled
+    /// with the schedule and `executor`), creating the folder they go in.
+    pub fn write(&self, graph: &Graph, executor: &str, path: &Path) -> Result<PathBuf> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| SchedError::Io { path: dir.to_path_buf(), source })?;
+        }
         let json = serde_json::to_vec_pretty(&self.chrome_json(graph)).expect("trace JSON serialises");
         write_atomic(path, &json)?;
         let svg_path = path.with_extension("svg");
-        write_atomic(&svg_path, svg::render(self, graph).as_bytes())?;
+        write_atomic(&svg_path, svg::render(self, graph, executor).as_bytes())?;
         Ok(svg_path)
     }
 }
