@@ -183,13 +183,18 @@ fn tokenizer_json() -> Value {
     })
 }
 
+/// Makes a mutant of a file's bytes.
+type Mutate = Box<dyn Fn(&mut Rng, &[u8]) -> Vec<u8>>;
+/// Loads a file as `generate` would: `Err` with the message, or `Ok`.
+type Load = Box<dyn Fn(&Path) -> Result<(), String>>;
+
 /// One kind of file, its unmutated bytes, how to mutate it and how to load it.
 struct Target {
     name: &'static str,
     file_name: &'static str,
     base: Vec<u8>,
-    mutate: Box<dyn Fn(&mut Rng, &[u8]) -> Vec<u8>>,
-    load: Box<dyn Fn(&Path) -> Result<(), String>>,
+    mutate: Mutate,
+    load: Load,
 }
 
 fn bytes_mutant(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
