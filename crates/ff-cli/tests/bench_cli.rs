@@ -26,8 +26,7 @@ fn bench_takes_pixels_and_reports_slowest_worker_and_memory_per_device() {
     args.extend(["--trace", trace.to_str().unwrap()]);
     let out = flashforward(&args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows: Vec<serde_json::Value> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(rows.len(), 2);
     for row in &rows {
         let (wall, busy) = (row["wall_seconds"].as_f64().unwrap(), row["slowest_worker_busy_seconds"].as_f64().unwrap());
