@@ -32,7 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cost = CostModel { forward_seconds: args.forward_seconds, planner_devices: args.planner_devices };
     let sim = simulate(&graph, args.devices, cost)?;
     if let Some(path) = &args.trace {
-        let executor = format!("simulated ({} stage devices, {} planner devices)", args.devices, args.planner_devices);
+        let executor = format!("simulated ({} stage + {} planner devices)", args.devices, args.planner_devices);
         sim.trace.write(&graph, &executor, path)?;
     }
     let round = |x: f64| (x * 1e9).round() / 1e9;

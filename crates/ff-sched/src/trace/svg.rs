@@ -91,7 +91,7 @@ fn legend(s: &mut String, graph: &Graph, y: f64) {
     for kind in kinds.into_iter().filter(|k| graph.nodes.iter().any(|n| n.kind == *k)) {
         let _ = writeln!(
             s,
-            r#"<g class="legend"><rect x="{x}" y="{}" width="10" height="10" fill="{}"/><text x="{}" y="{y}">{}</text></g>"#,
+            r#"<g class="legend"><rect x="{x:.1}" y="{}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{y}">{}</text></g>"#,
             y - 9.0,
             color(kind, 0, 1),
             x + 14.0,
@@ -99,7 +99,7 @@ fn legend(s: &mut String, graph: &Graph, y: f64) {
         );
         x += 14.0 + text_width(kind_name(kind)) + 16.0;
     }
-    let _ = writeln!(s, r#"<text x="{x}" y="{y}">(shade: stage, dark = first)</text>"#);
+    let _ = writeln!(s, r#"<text x="{x:.1}" y="{y}">(shade: stage, dark = first)</text>"#);
 }
 
 fn color(kind: NodeKind, level: usize, stages: usize) -> String {
