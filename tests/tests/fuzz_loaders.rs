@@ -1,6 +1,7 @@
 //! Fuzzing the loaders with mutants of real files: the fixture safetensors (DiT and umT5
 //! weights), a Self-Forcing-style `.pt` made from the DiT fixture, a `tokenizer.json` shaped like
-//! umT5's (Unigram, Metaspace, `</s>` appended) and the fixtures' `config.json` objects. Each
+//! umT5's (Unigram, Metaspace, `</s>` appended), a prompt cache and the fixtures' `config.json`
+//! objects. Each
 //! mutant is loaded the way `generate` loads it; the result must be `Ok` or `Err`, never a panic.
 //!
 //! Fixed seed and a bounded number of cases (`FF_FUZZ_CASES`, default 5,000), so CI runs the same
@@ -12,7 +13,7 @@ use burn::backend::NdArray;
 use burn::tensor::TensorData;
 use ff_model::dit::DitConfig;
 use ff_model::load::read_tensors;
-use ff_model::text::{PromptEncoder, PromptTokenizer, Umt5Config, Umt5Encoder};
+use ff_model::text::{PromptCache, PromptEmbedding, PromptEncoder, PromptTokenizer, Umt5Config, Umt5Encoder};
 use ff_model::vae::WanVaeConfig;
 use ff_tests::fixtures_dir;
 use ff_tests::torch::{pt_entries, zip_bytes};
@@ -242,6 +243,21 @@ fn dit_state() -> BTreeMap<String, TensorData> {
     weights.into_iter().map(|(k, v)| (format!("model.{k}"), v)).collect()
 }
 
+/// A `--prompt-cache` file holding two embeddings.
+fn prompt_cache() -> Vec<u8> {
+    let path = std::env::temp_dir().join(format!("ff-fuzz-{}-cache.safetensors", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut cache = PromptCache::open(&path).unwrap();
+    for (i, prompt) in ["a red cat", "the mat"].into_iter().enumerate() {
+        let data = TensorData::new((0..3 * 8).map(|v| (v + i) as f32 / 10.0).collect::<Vec<f32>>(), [3, 8]);
+        cache.insert(prompt, "umt5:fuzz", PromptEmbedding { data, truncated: false, original_len: 3 }).unwrap();
+    }
+    cache.save().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    bytes
+}
+
 fn meta_config(folder: &str) -> Vec<u8> {
     let meta: Value = serde_json::from_slice(&std::fs::read(fixtures_dir().join(folder).join("meta.json")).unwrap()).unwrap();
     meta["config"].to_string().into_bytes()
@@ -291,6 +307,13 @@ fn targets() -> Vec<Target> {
                 let encoder = PromptEncoder::new(tokenizer, encoder.clone(), "fuzz", Default::default());
                 encoder.encode(&["a red cat  sits on the mat", "at"]).map(drop).map_err(err)
             }),
+        },
+        Target {
+            name: "prompt cache",
+            file_name: "prompts.safetensors",
+            base: prompt_cache(),
+            mutate: Box::new(safetensors_mutant),
+            load: Box::new(|p: &Path| PromptCache::open(p).map(drop).map_err(err)),
         },
         Target {
             name: "DiT config.json",
