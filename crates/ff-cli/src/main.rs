@@ -29,6 +29,8 @@ enum Command {
                             Ctrl-C stops after the chunk being decoded, leaves a playable video of the finished frames \
                             and exits with status 130 (a second Ctrl-C quits at once).")]
     Generate(cmd::generate::Args),
+    /// Encode captioned MP4 videos into a latent-clip dataset for training.
+    EncodeVideos(cmd::encode_videos::Args),
     /// Check a reference fixture folder (made by make_fixtures.py) against the Rust model.
     VerifyFixture(cmd::verify_fixture::Args),
     /// Time the DiT chunk forward (tokens/s, share outside matmul/attention).
@@ -43,17 +45,24 @@ enum Command {
                             most forward time of one worker; worst worker K/V = the largest peak of live K/V bytes of \
                             one worker; K/V per device = the sum of the peaks of the workers on each device.")]
     Bench(cmd::bench::Args),
+    /// Write a dataset of the small world's procedural domain (MP4 clips and captions).
+    World(cmd::world::Args),
+    /// Measure videos: prompt accuracy, identity persistence, drift and seam statistics.
+    Eval(cmd::eval::Args),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(args) => cmd::generate::run(args),
+        Command::EncodeVideos(args) => cmd::encode_videos::run(args),
         Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
         Command::BenchDit(args) => cmd::bench_dit::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::World(args) => cmd::world::run(args),
+        Command::Eval(args) => cmd::eval::run(args),
     };
     match result {
         Ok(code) => code,

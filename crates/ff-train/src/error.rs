@@ -12,4 +12,22 @@ pub enum TrainError {
     Data { path: PathBuf, message: String },
     #[error("{0}")]
     Model(#[from] ff_model::ModelError),
+    /// A latent-clip manifest that cannot be parsed or contradicts itself.
+    #[error("{manifest}: {message}")]
+    Manifest { manifest: PathBuf, message: String },
+    /// A shard the manifest names is not on disk.
+    #[error("{manifest}: shard {shard} of clip {clip} ({video}) does not exist")]
+    MissingShard { manifest: PathBuf, shard: PathBuf, clip: usize, video: String },
+    /// A tensor the manifest names is not in its shard.
+    #[error("{shard}: no tensor '{key}' (clip {clip}, {video}, in the manifest)")]
+    MissingKey { shard: PathBuf, key: String, clip: usize, video: String },
+    /// A tensor whose shape is not the one the manifest (or the writer) expects.
+    #[error("{path}: tensor '{key}' has shape {found:?}, expected {expected:?}")]
+    ShapeMismatch { path: PathBuf, key: String, expected: Vec<usize>, found: Vec<usize> },
+    /// A captions line whose video is not in the videos directory.
+    #[error("{captions}:{line}: caption without a video: {video} does not exist")]
+    CaptionWithoutVideo { captions: PathBuf, line: usize, video: PathBuf },
+    /// A captions line that is not `{"video": "...", "caption": "..."}`.
+    #[error("{captions}:{line}: {message}")]
+    Captions { captions: PathBuf, line: usize, message: String },
 }

@@ -2,7 +2,10 @@
 
 pub mod bench;
 pub mod bench_dit;
+pub mod encode_videos;
+pub mod eval;
 pub mod generate;
 pub mod plan;
 pub mod simulate;
 pub mod verify_fixture;
+pub mod world;

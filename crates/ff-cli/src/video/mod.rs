@@ -12,8 +12,9 @@
 //! frames `<dir>/frame_00000.png`, ...). An existing output file, or numbered frames of the same
 //! name, are removed when the sink is created, so the disk never shows a stale video as this run's.
 
-mod atomic;
+pub mod atomic;
 mod count;
+mod decode;
 mod frame;
 mod gif_sink;
 mod mp4_sink;
@@ -27,6 +28,7 @@ use std::path::{MAIN_SEPARATOR, Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 pub use count::FrameCount;
+pub use decode::Mp4Input;
 pub use frame::{Frame, frames_from_tensor_data};
 use gif_sink::GifSink;
 use mp4_sink::Mp4Sink;

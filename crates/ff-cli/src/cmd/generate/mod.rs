@@ -7,10 +7,10 @@
 //! schedule's graph on the executor, and stream finished chunks through the VAE into the video
 //! (see [`pipeline`]).
 
-mod configs;
+pub(crate) mod configs;
 mod devices;
 mod memory;
-mod paths;
+pub(crate) mod paths;
 mod pipeline;
 mod plan;
 mod prompt;

@@ -1,0 +1,103 @@
+//! [`Manifest`]: the JSON index of a latent-clip dataset (format in the parent module's docs).
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::atomic::write_atomic;
+use crate::{Result, TrainError};
+
+/// File name of the manifest in a dataset directory.
+pub const MANIFEST: &str = "manifest.json";
+/// Format tag and version of the manifest.
+pub const FORMAT: &str = "flashforward-latent-clips/1";
+
+/// The models that made a dataset's tensors (free-form identifiers, compared on resume).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Encoders {
+    pub vae: String,
+    pub text: String,
+}
+
+/// One clip of the dataset and where its tensors are.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClipEntry {
+    /// The video's path relative to the videos directory.
+    pub source: String,
+    pub caption: String,
+    /// Latent frames L.
+    pub latents: usize,
+    /// `[height, width]` of the encoded frames in pixels.
+    pub frame_size: [usize; 2],
+    /// Shard file name in the dataset directory.
+    pub shard: String,
+    pub latents_key: String,
+    /// `[channels, L, h, w]`.
+    pub latents_shape: Vec<usize>,
+    pub prompt_key: String,
+    /// `[tokens, text_dim]`.
+    pub prompt_shape: Vec<usize>,
+}
+
+/// The manifest of a dataset directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub format: String,
+    pub encoders: Encoders,
+    pub clips: Vec<ClipEntry>,
+}
+
+impl Manifest {
+    pub fn new(encoders: Encoders) -> Self {
+        Self { format: FORMAT.into(), encoders, clips: Vec::new() }
+    }
+
+    /// Reads and checks `dir/manifest.json`.
+    pub fn load(dir: &Path) -> Result<Self> {
+        let path = dir.join(MANIFEST);
+        let bytes = fs::read(&path).map_err(|source| TrainError::Io { path: path.clone(), source })?;
+        let manifest: Self =
+            serde_json::from_slice(&bytes).map_err(|e| TrainError::Manifest { manifest: path.clone(), message: e.to_string() })?;
+        manifest.check().map_err(|message| TrainError::Manifest { manifest: path, message })?;
+        Ok(manifest)
+    }
+
+    /// Writes `dir/manifest.json` atomically.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(self).expect("a manifest serialises");
+        bytes.push(b'\n');
+        write_atomic(&dir.join(MANIFEST), &bytes)
+    }
+
+    /// The format tag, and each entry consistent in itself: L in the latents shape, a prompt
+    /// shape of rank 2, a shard that is a plain file name, keys used once.
+    fn check(&self) -> std::result::Result<(), String> {
+        if self.format != FORMAT {
+            return Err(format!("format is {:?}, expected {FORMAT:?}", self.format));
+        }
+        let mut keys = HashSet::new();
+        for (i, clip) in self.clips.iter().enumerate() {
+            let at = format!("clip {i} ({})", clip.source);
+            if clip.latents_shape.len() != 4 || clip.latents_shape[1] != clip.latents {
+                return Err(format!("{at}: latents_shape {:?} is not [channels, {}, h, w]", clip.latents_shape, clip.latents));
+            }
+            if clip.prompt_shape.len() != 2 {
+                return Err(format!("{at}: prompt_shape {:?} is not [tokens, text_dim]", clip.prompt_shape));
+            }
+            if Path::new(&clip.shard).file_name().is_none_or(|name| name != clip.shard.as_str()) {
+                return Err(format!("{at}: shard {:?} is not a file name in the dataset directory", clip.shard));
+            }
+            for key in [&clip.latents_key, &clip.prompt_key] {
+                if !keys.insert((clip.shard.as_str(), key.as_str())) {
+                    return Err(format!("{at}: key '{key}' of {} is used twice", clip.shard));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,183 @@
+//! Objective quality of a video of the domain, from the detector's per-frame objects.
+//!
+//! * prompt accuracy: per prompted object, colour, shape and motion verb each count a third;
+//! * identity persistence: share of frames whose detected (colour, shape) multiset equals the
+//!   clip's most common one (no object lost, duplicated or changed);
+//! * smoothness: centroid jumps between adjacent frames of each tracked object;
+//! * drift: persistence, colour+shape accuracy and jumps per window (5 s by default);
+//! * seams: the paper's luminance-jump statistics ([`seams`]), for any video.
+
+mod motion;
+pub mod seams;
+
+use crate::Result;
+use crate::detect::{Detection, detect};
+use crate::render::{Clip, FPS};
+use crate::vocab::{Colour, Motion, Prompt, Shape};
+pub use seams::{SeamLayout, Seams, Transition};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// What the evaluation needs besides the frames.
+#[derive(Clone, Debug)]
+pub struct EvalOptions {
+    pub seams: SeamLayout,
+    /// Window length of the drift metrics, seconds.
+    pub window_seconds: f64,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        Self { seams: SeamLayout::default(), window_seconds: 5.0 }
+    }
+}
+
+/// One tracked object: identity and its motion over the clip.
+#[derive(Clone, Debug, Serialize)]
+pub struct Track {
+    pub colour: Colour,
+    pub shape: Shape,
+    /// Recognised motion verb (`None`: the object did not move measurably).
+    pub motion: Option<Motion>,
+    /// Centroid per frame (`None` where the object was not found).
+    #[serde(skip)]
+    pub centroids: Vec<Option<(f64, f64)>>,
+    pub mean_jump: f64,
+    pub max_jump: f64,
+}
+
+/// Metrics of one drift window.
+#[derive(Clone, Debug, Serialize)]
+pub struct Window {
+    pub start_seconds: f64,
+    pub identity_persistence: f64,
+    /// Colour and shape of the prompted objects found in the window's frames (0–1).
+    pub appearance_accuracy: f64,
+    pub mean_jump: f64,
+}
+
+/// The evaluation of one video.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub frames: usize,
+    pub prompt_accuracy: f64,
+    pub colour_accuracy: f64,
+    pub shape_accuracy: f64,
+    pub motion_accuracy: f64,
+    pub identity_persistence: f64,
+    pub mean_jump: f64,
+    pub max_jump: f64,
+    pub tracks: Vec<Track>,
+    pub drift: Vec<Window>,
+    pub seams: Seams,
+    /// Per frame: whether its objects match the clip's identity set.
+    #[serde(skip)]
+    pub persistent: Vec<bool>,
+}
+
+type Identity = Vec<(Colour, Shape)>;
+
+fn identity(d: &[Detection]) -> Identity {
+    let mut v: Identity = d.iter().map(|d| (d.colour, d.shape)).collect();
+    v.sort_by_key(|(c, s)| (*c as u8, *s as u8));
+    v
+}
+
+fn modal(ids: &[Identity]) -> Identity {
+    let mut counts: HashMap<&Identity, usize> = HashMap::new();
+    ids.iter().for_each(|i| *counts.entry(i).or_default() += 1);
+    // Ties go to the larger set, then the first seen, so the choice is deterministic.
+    let best = counts.values().copied().max().unwrap_or(0);
+    ids.iter().filter(|i| counts[i] == best).max_by_key(|i| i.len()).cloned().unwrap_or_default()
+}
+
+fn track(detections: &[Vec<Detection>], colour: Colour, shape: Shape, scale: f64) -> Track {
+    let mut last: Option<(f64, f64)> = None;
+    let centroids: Vec<Option<(f64, f64)>> = detections
+        .iter()
+        .map(|ds| {
+            let pick = ds.iter().filter(|d| d.colour == colour).min_by(|a, b| {
+                let key = |d: &Detection| {
+                    let near = last.map_or(0.0, |l| (d.centroid.0 - l.0).hypot(d.centroid.1 - l.1));
+                    (d.shape != shape) as u8 as f64 * 1e6 + near
+                };
+                key(a).total_cmp(&key(b))
+            });
+            let c = pick.map(|d| d.centroid);
+            last = c.or(last);
+            c
+        })
+        .collect();
+    let jumps = motion::jumps(&centroids);
+    let mean_jump = if jumps.is_empty() { 0.0 } else { jumps.iter().sum::<f64>() / jumps.len() as f64 };
+    let max_jump = jumps.iter().copied().fold(0.0, f64::max);
+    Track { colour, shape, motion: motion::verb(&centroids, scale), centroids, mean_jump, max_jump }
+}
+
+/// Prompted objects' colour, shape and motion recovered by the tracks: (colour, shape, motion)
+/// accuracies, each the mean over prompted objects.
+fn accuracy(prompt: &Prompt, tracks: &[Track]) -> (f64, f64, f64) {
+    let n = prompt.objects.len().max(1) as f64;
+    prompt.objects.iter().fold((0.0, 0.0, 0.0), |(c, s, m), o| match tracks.iter().find(|t| t.colour == o.colour) {
+        Some(t) => (c + 1.0 / n, s + f64::from(u8::from(t.shape == o.shape)) / n, m + f64::from(u8::from(t.motion == Some(o.motion))) / n),
+        None => (c, s, m),
+    })
+}
+
+/// Evaluates `clip` against `prompt`.
+pub fn evaluate(clip: &Clip, prompt: &Prompt, options: &EvalOptions) -> Result<Report> {
+    let detections: Vec<Vec<Detection>> = clip
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(index, f)| {
+            if f.len() != 3 * clip.width * clip.height {
+                return Err(crate::WorldError::Frame {
+                    index,
+                    message: format!("{} bytes for {}x{} RGB", f.len(), clip.width, clip.height),
+                });
+            }
+            Ok(detect(f, clip.width, clip.height))
+        })
+        .collect::<Result<_>>()?;
+    let ids: Vec<Identity> = detections.iter().map(|d| identity(d)).collect();
+    let reference = modal(&ids);
+    let persistent: Vec<bool> = ids.iter().map(|i| !reference.is_empty() && *i == reference).collect();
+    let share = |v: &[bool]| v.iter().filter(|p| **p).count() as f64 / v.len().max(1) as f64;
+    let scale = clip.width.min(clip.height) as f64 / 64.0;
+    let tracks: Vec<Track> = reference.iter().map(|&(c, s)| track(&detections, c, s, scale)).collect();
+    let (colour, shape, motion) = accuracy(prompt, &tracks);
+    let window = ((options.window_seconds * FPS as f64).round() as usize).max(1);
+    let drift = (0..clip.frames.len())
+        .step_by(window)
+        .map(|start| {
+            let end = (start + window).min(clip.frames.len());
+            let local: Vec<Track> = reference.iter().map(|&(c, s)| track(&detections[start..end], c, s, scale)).collect();
+            let (c, s, _) = accuracy(prompt, &local);
+            let jumps: Vec<f64> = local.iter().map(|t| t.mean_jump).collect();
+            Window {
+                start_seconds: start as f64 / FPS as f64,
+                identity_persistence: share(&persistent[start..end]),
+                appearance_accuracy: (c + s) / 2.0,
+                mean_jump: jumps.iter().copied().fold(0.0, f64::max),
+            }
+        })
+        .collect();
+    Ok(Report {
+        frames: clip.frames.len(),
+        prompt_accuracy: (colour + shape + motion) / 3.0,
+        colour_accuracy: colour,
+        shape_accuracy: shape,
+        motion_accuracy: motion,
+        identity_persistence: share(&persistent),
+        mean_jump: tracks.iter().map(|t| t.mean_jump).fold(0.0, f64::max),
+        max_jump: tracks.iter().map(|t| t.max_jump).fold(0.0, f64::max),
+        tracks,
+        drift,
+        seams: seams::measure(clip, &options.seams),
+        persistent,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,86 @@
+use super::*;
+use crate::render::{frames_for_seconds, render};
+use crate::scene::{Scene, SceneConfig};
+
+fn five_seconds(scene: &Scene) -> Clip {
+    render(scene, frames_for_seconds(5))
+}
+
+#[test]
+fn generator_clips_score_perfectly_against_their_captions() {
+    let config = SceneConfig { gradient: 0.5, ..Default::default() };
+    for seed in 0..40 {
+        let scene = Scene::sample(seed, &config);
+        let r = evaluate(&five_seconds(&scene), &scene.prompt, &EvalOptions::default()).unwrap();
+        assert_eq!(r.prompt_accuracy, 1.0, "seed {seed} '{}': {:?}", scene.caption(), r.tracks);
+        assert_eq!(r.identity_persistence, 1.0, "seed {seed}");
+        // Fastest motion: 18 px/s on both axes, 1.59 px per frame.
+        assert!(r.max_jump < 1.7, "seed {seed}: {}", r.max_jump);
+    }
+}
+
+#[test]
+fn a_wrong_prompt_scores_by_what_it_gets_wrong() {
+    let scene = Scene::from_prompt(Prompt::parse("a red circle moves right on a black background").unwrap(), 1, 64, 64);
+    let clip = five_seconds(&scene);
+    let score = |p: &str| evaluate(&clip, &Prompt::parse(p).unwrap(), &EvalOptions::default()).unwrap().prompt_accuracy;
+    assert_eq!(score("a blue square moves up on a black background"), 0.0);
+    assert!((score("a red square moves right on a black background") - 2.0 / 3.0).abs() < 1e-9);
+    assert!((score("a red circle moves left on a black background") - 2.0 / 3.0).abs() < 1e-9);
+}
+
+/// A video drawn by other code (hard-edged square, no anti-aliasing, other colours and speed).
+#[test]
+fn works_on_a_square_drawn_by_another_tool() {
+    let (w, h) = (96, 80);
+    let frames = (0..81)
+        .map(|f| {
+            let mut rgb = vec![0u8; 3 * w * h];
+            let x0 = 10 + f / 2;
+            for y in 30..46 {
+                for x in x0..x0 + 16 {
+                    rgb[3 * (y * w + x)..3 * (y * w + x) + 3].copy_from_slice(&[30, 180, 70]);
+                }
+            }
+            rgb
+        })
+        .collect();
+    let clip = Clip { width: w, height: h, frames };
+    let r = evaluate(&clip, &Prompt::parse("a green square moves right on a black background").unwrap(), &EvalOptions::default()).unwrap();
+    assert_eq!((r.prompt_accuracy, r.identity_persistence), (1.0, 1.0), "{:?}", r.tracks);
+}
+
+#[test]
+fn identity_persistence_counts_lost_and_duplicated_objects() {
+    let scene = Scene::from_prompt(Prompt::parse("a yellow triangle bounces on a gray background").unwrap(), 3, 64, 64);
+    let mut clip = five_seconds(&scene);
+    let blank = render(&Scene { objects: vec![], ..scene.clone() }, 1).frames.remove(0);
+    for f in 10..20 {
+        clip.frames[f] = blank.clone();
+    }
+    let r = evaluate(&clip, &scene.prompt, &EvalOptions::default()).unwrap();
+    assert!((r.identity_persistence - 71.0 / 81.0).abs() < 1e-9, "{}", r.identity_persistence);
+    assert_eq!(r.drift.len(), 2);
+    assert!(r.drift[0].identity_persistence < 1.0 && r.drift[1].identity_persistence == 1.0);
+}
+
+/// Luminance offsets injected at anchor latents or alternating per chunk show up as the matching
+/// seam statistic and nowhere else.
+#[test]
+fn seams_find_injected_anchor_and_chunk_offsets() {
+    let (w, h, latents) = (16, 16, 41);
+    let layout = SeamLayout::default();
+    let frames = 1 + 4 * (latents - 1);
+    let video = |offset: &dyn Fn(usize) -> u8| Clip {
+        width: w,
+        height: h,
+        frames: (0..frames).map(|f| vec![100 + offset(layout.latent(f)); 3 * w * h]).collect(),
+    };
+    let anchors = measure(&video(&|l| if l % 10 == 0 || l == latents - 1 { 12 } else { 0 }), &layout);
+    assert!((anchors.anchor - 12.0).abs() < 0.01 && anchors.chunk == 0.0 && anchors.interior == 0.0, "{anchors:?}");
+    assert!((anchors.periodic - 24.0).abs() < 0.01, "{}", anchors.periodic);
+    let chunks = measure(&video(&|l| if (l / 3) % 2 == 1 { 8 } else { 0 }), &SeamLayout { anchor_stride: 0, ..layout.clone() });
+    assert!((chunks.chunk - 8.0).abs() < 0.01 && chunks.interior == 0.0 && chunks.anchor == 0.0, "{chunks:?}");
+}
+
+use seams::measure;

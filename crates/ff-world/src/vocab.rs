@@ -1,0 +1,289 @@
+//! The domain's vocabulary: what a caption may say and how it is drawn.
+//!
+//! Captions read "a red circle bounces on a dark blue background" (one object) or "a red circle
+//! bounces and a green square moves left on a black gradient background" (two). [`Prompt::parse`]
+//! accepts those and natural variants ("a red ball", "slides to the left", "grey", "navy").
+
+use crate::{Result, WorldError};
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shape {
+    Circle,
+    Square,
+    Triangle,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Colour {
+    Red,
+    Green,
+    Blue,
+    Yellow,
+    Orange,
+    Purple,
+    White,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Background {
+    Black,
+    White,
+    Gray,
+    DarkBlue,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Motion {
+    Left,
+    Right,
+    Up,
+    Down,
+    Bounces,
+}
+
+pub const SHAPES: [Shape; 3] = [Shape::Circle, Shape::Square, Shape::Triangle];
+pub const COLOURS: [Colour; 7] = [Colour::Red, Colour::Green, Colour::Blue, Colour::Yellow, Colour::Orange, Colour::Purple, Colour::White];
+pub const BACKGROUNDS: [Background; 4] = [Background::Black, Background::White, Background::Gray, Background::DarkBlue];
+pub const MOTIONS: [Motion; 5] = [Motion::Left, Motion::Right, Motion::Up, Motion::Down, Motion::Bounces];
+
+impl Shape {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Circle => "circle",
+            Self::Square => "square",
+            Self::Triangle => "triangle",
+        }
+    }
+}
+
+impl Colour {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Red => "red",
+            Self::Green => "green",
+            Self::Blue => "blue",
+            Self::Yellow => "yellow",
+            Self::Orange => "orange",
+            Self::Purple => "purple",
+            Self::White => "white",
+        }
+    }
+
+    /// "a" or "an" before the colour's name.
+    pub fn article(self) -> &'static str {
+        if self == Self::Orange { "an" } else { "a" }
+    }
+
+    /// The drawing colour (sRGB bytes).
+    pub fn rgb(self) -> [u8; 3] {
+        match self {
+            Self::Red => [225, 35, 35],
+            Self::Green => [40, 200, 60],
+            Self::Blue => [45, 95, 240],
+            Self::Yellow => [245, 225, 30],
+            Self::Orange => [250, 135, 20],
+            Self::Purple => [155, 50, 210],
+            Self::White => [245, 245, 245],
+        }
+    }
+}
+
+impl Background {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Black => "black",
+            Self::White => "white",
+            Self::Gray => "gray",
+            Self::DarkBlue => "dark blue",
+        }
+    }
+
+    pub fn rgb(self) -> [u8; 3] {
+        match self {
+            Self::Black => [12, 12, 12],
+            Self::White => [235, 235, 235],
+            Self::Gray => [120, 120, 120],
+            Self::DarkBlue => [18, 28, 85],
+        }
+    }
+
+    /// Whether an object of `colour` stays distinguishable on this background.
+    pub fn admits(self, colour: Colour) -> bool {
+        !matches!((self, colour), (Self::White, Colour::White | Colour::Yellow))
+    }
+}
+
+impl Motion {
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Self::Left => "moves left",
+            Self::Right => "moves right",
+            Self::Up => "moves up",
+            Self::Down => "moves down",
+            Self::Bounces => "bounces",
+        }
+    }
+}
+
+/// One object a caption names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ObjectPrompt {
+    pub colour: Colour,
+    pub shape: Shape,
+    pub motion: Motion,
+}
+
+/// What a caption says: one or two objects on a background.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Prompt {
+    pub objects: Vec<ObjectPrompt>,
+    pub background: Background,
+    pub gradient: bool,
+}
+
+/// The vocabulary in one line, for error messages.
+pub fn vocabulary() -> String {
+    let list = |v: Vec<&str>| v.join(", ");
+    format!(
+        "shapes: {}; colours: {}; backgrounds: {}; motions: {}",
+        list(SHAPES.iter().map(|s| s.name()).collect()),
+        list(COLOURS.iter().map(|c| c.name()).collect()),
+        list(BACKGROUNDS.iter().map(|b| b.name()).collect()),
+        list(MOTIONS.iter().map(|m| m.phrase()).collect()),
+    )
+}
+
+/// Canonical words of a caption: lower case, synonyms mapped, fillers dropped.
+fn words(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase().replace(['.', ',', '!', ';'], " ");
+    let lower = lower.replace("dark blue", "darkblue").replace("navy blue", "darkblue");
+    lower
+        .split_whitespace()
+        .filter_map(|w| {
+            let w = match w {
+                "ball" | "disc" | "disk" | "dot" => "circle",
+                "box" | "block" | "cube" | "rectangle" => "square",
+                "grey" => "gray",
+                "navy" => "darkblue",
+                "violet" => "purple",
+                "moving" | "slides" | "sliding" | "goes" | "going" | "travels" | "drifts" | "moved" | "move" => "moves",
+                "bouncing" | "bounce" | "bounced" | "bounds" => "bounces",
+                "leftward" | "leftwards" => "left",
+                "rightward" | "rightwards" => "right",
+                "upward" | "upwards" => "up",
+                "downward" | "downwards" => "down",
+                "a" | "an" | "the" | "to" | "of" | "around" | "across" | "frame" | "screen" | "is" | "with" => return None,
+                other => other,
+            };
+            Some(w.to_string())
+        })
+        .collect()
+}
+
+fn colour_of(w: &str) -> Option<Colour> {
+    COLOURS.iter().copied().find(|c| c.name() == w)
+}
+
+fn shape_of(w: &str) -> Option<Shape> {
+    SHAPES.iter().copied().find(|s| s.name() == w)
+}
+
+fn background_of(w: &str) -> Option<Background> {
+    BACKGROUNDS.iter().copied().find(|b| b.name().replace(' ', "") == w)
+}
+
+fn direction_of(w: &str) -> Option<Motion> {
+    match w {
+        "left" => Some(Motion::Left),
+        "right" => Some(Motion::Right),
+        "up" => Some(Motion::Up),
+        "down" => Some(Motion::Down),
+        _ => None,
+    }
+}
+
+impl Prompt {
+    /// Parses a caption of the domain; anything outside the vocabulary is an error that lists it.
+    pub fn parse(text: &str) -> Result<Self> {
+        let fail = |message: String| WorldError::Prompt { prompt: text.to_string(), message, vocabulary: vocabulary() };
+        let w = words(text);
+        let (scene_words, background_words) = match w.iter().position(|x| x == "on") {
+            Some(i) => (&w[..i], &w[i + 1..]),
+            None => (&w[..], &w[w.len()..]),
+        };
+        let mut objects = Vec::new();
+        for part in scene_words.split(|x| x == "and") {
+            let colour = part.iter().find_map(|x| colour_of(x)).ok_or_else(|| fail("no colour".into()))?;
+            let shape = part.iter().find_map(|x| shape_of(x)).ok_or_else(|| fail("no shape".into()))?;
+            let motion = if part.iter().any(|x| x == "bounces") {
+                Motion::Bounces
+            } else {
+                part.iter().find_map(|x| direction_of(x)).ok_or_else(|| fail("no motion".into()))?
+            };
+            let known = |x: &String| {
+                colour_of(x).is_some() || shape_of(x).is_some() || direction_of(x).is_some() || matches!(x.as_str(), "moves" | "bounces")
+            };
+            if let Some(unknown) = part.iter().find(|x| !known(x)) {
+                return Err(fail(format!("unknown word '{unknown}'")));
+            }
+            objects.push(ObjectPrompt { colour, shape, motion });
+        }
+        if objects.len() > 2 {
+            return Err(fail("at most two objects".into()));
+        }
+        let background = background_words.iter().find_map(|x| background_of(x)).unwrap_or(Background::Black);
+        let gradient = background_words.iter().any(|x| x == "gradient");
+        if let Some(unknown) =
+            background_words.iter().find(|x| background_of(x).is_none() && !matches!(x.as_str(), "gradient" | "background"))
+        {
+            return Err(fail(format!("unknown word '{unknown}'")));
+        }
+        Ok(Self { objects, background, gradient })
+    }
+
+    /// The canonical caption.
+    pub fn caption(&self) -> String {
+        let objects: Vec<String> = self
+            .objects
+            .iter()
+            .map(|o| format!("{} {} {} {}", o.colour.article(), o.colour.name(), o.shape.name(), o.motion.phrase()))
+            .collect();
+        let gradient = if self.gradient { " gradient" } else { "" };
+        format!("{} on a {}{gradient} background", objects.join(" and "), self.background.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_captions_round_trip_and_variants_map_onto_them() {
+        let p = Prompt::parse("a red circle bounces on a dark blue background").unwrap();
+        assert_eq!(p.objects, vec![ObjectPrompt { colour: Colour::Red, shape: Shape::Circle, motion: Motion::Bounces }]);
+        assert_eq!(p.background, Background::DarkBlue);
+        assert_eq!(Prompt::parse(&p.caption()).unwrap(), p);
+        let v = Prompt::parse("A red ball slides to the left on a grey gradient background.").unwrap();
+        assert_eq!(v.objects[0].shape, Shape::Circle);
+        assert_eq!(v.objects[0].motion, Motion::Left);
+        assert!(v.gradient && v.background == Background::Gray);
+        let two = Prompt::parse("a yellow triangle moves up and a white square bounces on a black background").unwrap();
+        assert_eq!(two.objects.len(), 2);
+        assert_eq!(Prompt::parse(&two.caption()).unwrap(), two);
+    }
+
+    #[test]
+    fn words_outside_the_vocabulary_are_named() {
+        let e = Prompt::parse("a red fox running through fresh snow").unwrap_err().to_string();
+        assert!(e.contains("shape") && e.contains("circle, square, triangle"), "{e}");
+        let e = Prompt::parse("a red circle dances on a black background").unwrap_err().to_string();
+        assert!(e.contains("motion"), "{e}");
+        let e = Prompt::parse("a red shiny circle bounces").unwrap_err().to_string();
+        assert!(e.contains("'shiny'"), "{e}");
+    }
+}
