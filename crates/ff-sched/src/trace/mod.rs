@@ -37,11 +37,19 @@ impl Trace {
         self.spans.iter().find(|s| Some(s.node) == first).map_or(0.0, |s| s.end)
     }
 
-    /// Busy seconds per worker.
+    /// Busy seconds per worker: the length of the union of its spans (the nodes of one batched
+    /// forward share one interval, which counts once).
     pub fn busy(&self) -> Vec<f64> {
+        let mut spans: Vec<&Span> = self.spans.iter().collect();
+        spans.sort_by(|a, b| a.start.total_cmp(&b.start));
         let mut busy = vec![0.0; self.workers];
-        for s in &self.spans {
-            busy[s.worker] += s.end - s.start;
+        let mut covered = vec![f64::NEG_INFINITY; self.workers];
+        for s in spans {
+            let from = s.start.max(covered[s.worker]);
+            if s.end > from {
+                busy[s.worker] += s.end - from;
+                covered[s.worker] = s.end;
+            }
         }
         busy
     }

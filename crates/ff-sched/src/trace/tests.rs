@@ -89,3 +89,15 @@ fn ttff_is_the_end_of_the_first_chunk() {
     assert_eq!(t.ttff(&g), 0.5 * 9.0);
     assert_eq!(t.busy().len(), 5);
 }
+
+#[test]
+fn busy_time_counts_overlapping_spans_once() {
+    // a batched forward of nodes 0 and 1 (one interval), then node 2 overlapping its end
+    let span = |node, worker, start, end| Span { node, worker, start, end };
+    let t = Trace {
+        workers: 2,
+        spans: vec![span(0, 0, 1.0, 3.0), span(1, 0, 1.0, 3.0), span(2, 0, 2.5, 4.0), span(3, 1, 0.0, 0.5), span(4, 1, 1.0, 1.5)],
+        names: vec!["a".into(), "b".into()],
+    };
+    assert_eq!(t.busy(), vec![3.0, 1.0]);
+}
