@@ -1,5 +1,7 @@
 //! Shared helpers of the workspace integration tests.
 
+pub mod torch;
+
 use std::path::PathBuf;
 
 /// The reference fixtures: `$FF_FIXTURES`, else `../shared/fixtures` beside the repository.

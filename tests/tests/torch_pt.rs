@@ -1,103 +1,13 @@
 //! Self-Forcing-style `.pt` checkpoints: a torch zip pickle holding `{"generator": ...,
 //! "generator_ema": {"model.<wan key>": tensor}}`. The file is written here with a minimal pickle
-//! writer (protocol 2, the opcodes torch.save emits for tensors), so no torch is needed.
+//! writer ([`ff_tests::torch`]), so no torch is needed.
 
 use burn::backend::NdArray;
-use burn::tensor::TensorData;
 use ff_model::dit::{DitConfig, WanDit};
 use ff_model::fixture::{FixtureMeta, check_dit_model};
 use ff_model::load::read_tensors;
 use ff_tests::fixtures_dir;
-use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::Path;
-
-#[derive(Default)]
-struct Pickle {
-    out: Vec<u8>,
-    storages: Vec<Vec<u8>>,
-}
-
-impl Pickle {
-    fn str(&mut self, s: &str) {
-        self.out.push(b'X');
-        self.out.extend((s.len() as u32).to_le_bytes());
-        self.out.extend(s.as_bytes());
-    }
-    fn int(&mut self, v: usize) {
-        self.out.push(b'J');
-        self.out.extend((v as i32).to_le_bytes());
-    }
-    fn global(&mut self, module: &str, name: &str) {
-        self.out.push(b'c');
-        self.out.extend(format!("{module}\n{name}\n").as_bytes());
-    }
-    fn tuple(&mut self, items: impl FnOnce(&mut Self)) {
-        self.out.push(b'(');
-        items(self);
-        self.out.push(b't');
-    }
-    /// `torch._utils._rebuild_tensor_v2(storage, 0, size, stride, False, OrderedDict())` over
-    /// bf16 storage (as Self-Forcing's checkpoints hold).
-    fn tensor(&mut self, data: &TensorData) {
-        let values = data.to_vec::<f32>().unwrap();
-        let key = self.storages.len().to_string();
-        self.storages.push(values.iter().flat_map(|v| half::bf16::from_f32(*v).to_le_bytes()).collect());
-        let shape: Vec<usize> = data.shape.to_vec();
-        let stride: Vec<usize> = (0..shape.len()).map(|i| shape[i + 1..].iter().product()).collect();
-        self.global("torch._utils", "_rebuild_tensor_v2");
-        self.tuple(|p| {
-            p.tuple(|p| {
-                p.str("storage");
-                p.global("torch", "BFloat16Storage");
-                p.str(&key);
-                p.str("cpu");
-                p.int(values.len());
-            });
-            p.out.push(b'Q'); // BINPERSID
-            p.int(0);
-            p.tuple(|p| shape.iter().for_each(|d| p.int(*d)));
-            p.tuple(|p| stride.iter().for_each(|d| p.int(*d)));
-            p.out.push(0x89); // NEWFALSE
-            p.global("collections", "OrderedDict");
-            p.out.extend(b")R"); // EMPTY_TUPLE, REDUCE
-        });
-        self.out.push(b'R');
-    }
-    fn dict(&mut self, entries: impl FnOnce(&mut Self)) {
-        self.out.extend(b"}(");
-        entries(self);
-        self.out.push(b'u');
-    }
-}
-
-fn write_pt(path: &Path, state: &BTreeMap<String, TensorData>) {
-    let mut p = Pickle::default();
-    p.out.extend(b"\x80\x02");
-    p.dict(|p| {
-        for top in ["generator", "generator_ema"] {
-            p.str(top);
-            p.dict(|p| {
-                for (k, v) in state {
-                    p.str(&format!("model.{k}"));
-                    p.tensor(v);
-                }
-            });
-        }
-    });
-    p.out.push(b'.');
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
-    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-    zip.start_file("archive/data.pkl", opts).unwrap();
-    zip.write_all(&p.out).unwrap();
-    for (i, s) in p.storages.iter().enumerate() {
-        zip.start_file(format!("archive/data/{i}"), opts).unwrap();
-        zip.write_all(s).unwrap();
-    }
-    zip.start_file("archive/version", opts).unwrap();
-    zip.write_all(b"3\n").unwrap();
-    zip.finish().unwrap();
-}
+use ff_tests::torch::write_pt;
 
 #[test]
 fn self_forcing_pt_checkpoint_loads_generator_ema() {
@@ -106,7 +16,8 @@ fn self_forcing_pt_checkpoint_loads_generator_ema() {
     let config = DitConfig::from_json(dir.join("meta.json")).unwrap();
     let weights = read_tensors(&dir.join("weights_wan.safetensors")).unwrap();
     let out = std::env::temp_dir().join(format!("ff-self-forcing-{}.pt", std::process::id()));
-    write_pt(&out, &weights);
+    let state = weights.iter().map(|(k, v)| (format!("model.{k}"), v.clone())).collect();
+    write_pt(&out, &[("generator", &state), ("generator_ema", &state)]);
     let model = WanDit::<NdArray>::load(&config, &out, &Default::default()).unwrap();
     let err = check_dit_model(&model, &meta).unwrap();
     std::fs::remove_file(&out).unwrap();

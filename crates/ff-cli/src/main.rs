@@ -23,6 +23,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Generate a video from a prompt.
+    #[command(after_help = "Timings printed at the end: denoising path = first denoising forward to the final latents \
+                            (no text encoding, no VAE); TTFF (time to first frames) = from the first forward until the \
+                            first decoded frames are on disk; total with VAE = until the last ones are.\n\
+                            Ctrl-C stops after the chunk being decoded, leaves a playable video of the finished frames \
+                            and exits with status 130 (a second Ctrl-C quits at once).")]
     Generate(cmd::generate::Args),
     /// Encode captioned MP4 videos into a latent-clip dataset for training.
     EncodeVideos(cmd::encode_videos::Args),
@@ -37,6 +42,10 @@ enum Command {
     /// Replay a schedule's graph on N devices with a fixed per-forward cost.
     Simulate(cmd::simulate::Args),
     /// Run several schedules and executors on one random-weight model and compare them.
+    #[command(after_help = "Columns: wall s = denoising path after the warm-up runs; TTFF (time to first frames) = \
+                            end of the forward that finishes the first chunk (no VAE); slowest worker busy s = the \
+                            most forward time of one worker; worst worker K/V = the largest peak of live K/V bytes of \
+                            one worker; K/V per device = the sum of the peaks of the workers on each device.")]
     Bench(cmd::bench::Args),
     /// Write a dataset of the small world's procedural domain (MP4 clips and captions).
     World(cmd::world::Args),
@@ -64,8 +73,45 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", report(&e));
             std::process::ExitCode::from(2)
         }
+    }
+}
+
+/// The error and its causes joined by `: `, skipping a cause whose text the message already ends
+/// with (library errors that show their source, e.g. `path: No such file or directory (os
+/// error 2)`, would otherwise print the OS message twice).
+fn report(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain().map(|c| c.to_string()) {
+        if out.ends_with(&cause) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&cause);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report;
+    use anyhow::Context;
+
+    #[test]
+    fn os_messages_are_printed_once() {
+        let io = std::fs::read("/nonexistent/ff-report-test").unwrap_err();
+        let os = io.to_string();
+        let library = ff_model::ModelError::Io { path: "/nonexistent/ff-report-test".into(), source: io };
+        let err = Err::<(), _>(library).context("cannot load the DiT").unwrap_err();
+        let text = report(&err);
+        assert_eq!(text, format!("cannot load the DiT: /nonexistent/ff-report-test: {os}"));
+        assert_eq!(text.matches(&os).count(), 1, "{text}");
+        // distinct causes are all kept
+        let err = anyhow::anyhow!("inner").context("middle").context("outer");
+        assert_eq!(report(&err), "outer: middle: inner");
     }
 }

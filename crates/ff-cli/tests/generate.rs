@@ -171,6 +171,12 @@ fn refuses_bad_requests_with_clear_errors() {
         all
     };
 
+    // An empty prompt (a negative prompt may be empty, the prompt may not).
+    for empty in ["", "  \t "] {
+        let err = fails(&[base(&[]), args(&["--prompt", empty])].concat());
+        assert!(err.contains("the prompt is empty"), "{err}");
+    }
+
     // Devices: CUDA in this CPU-only build, and unknown names.
     let err = fails(&base(&["--devices", "cuda:0"]));
     assert!(err.contains("cuda:[0]") && err.contains("without the `cuda` feature"), "{err}");
@@ -206,6 +212,23 @@ fn refuses_bad_requests_with_clear_errors() {
     let err = fails(&m.wan_args("x.mp4", &["--latents", "4"]));
     assert!(err.contains("model.safetensors") && err.contains("DenseReluDense"), "{err}");
 
+    // An OS error is printed once, not once by the library error and again as its cause.
+    let cache = m.out.join("cache-is-a-dir.safetensors");
+    fs::create_dir_all(&cache).unwrap();
+    let err = fails(&base(&["--prompt-cache", cache.to_str().unwrap()]));
+    assert!(err.contains("cache-is-a-dir.safetensors") && err.contains("(os error"), "{err}");
+    assert_eq!(err.matches("(os error").count(), 1, "the OS message printed twice: {err}");
+
+    // The output is checked first, before any model file is looked at (the VAE below is gone):
+    // a directory that cannot be made, and a file name the file system refuses.
+    let not_a_dir = m.out.join("file");
+    write(&not_a_dir, b"x");
+    let err = fails(&base(&["--out", not_a_dir.join("x.mp4").to_str().unwrap(), "--vae", "/nonexistent/vae.pth"]));
+    assert!(err.contains("cannot create the directory") && !err.contains("vae"), "{err}");
+    let long = m.out.join(format!("{}.mp4", "a".repeat(250)));
+    let err = fails(&base(&["--out", long.to_str().unwrap(), "--vae", "/nonexistent/vae.pth"]));
+    assert!(err.contains("cannot write") && !err.contains("vae.pth"), "{err}");
+
     // A missing file is named with where it was looked for.
     fs::remove_file(m.diffusers.join("vae/diffusion_pytorch_model.safetensors")).unwrap();
     fs::remove_dir_all(m.diffusers.join("tokenizer")).unwrap();
@@ -214,6 +237,66 @@ fn refuses_bad_requests_with_clear_errors() {
     assert!(err.contains("vae: not found") && err.contains("vae/diffusion_pytorch_model.safetensors"), "{err}");
     let err = fails(&base(&["--vae", "/nonexistent/vae.pth"]));
     assert!(err.contains("vae: /nonexistent/vae.pth does not exist"), "{err}");
+    // Without a model directory or a cached snapshot: one hint naming the repositories once.
+    let out = m.out.join("x.mp4");
+    let empty_hub = m.out.join("hub");
+    let out = Command::new(env!("CARGO_BIN_EXE_flashforward"))
+        .args(["generate", "--prompt", PROMPT, "--latents", "4", "--out", out.to_str().unwrap()])
+        .env("HF_HUB_CACHE", &empty_hub)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("huggingface-cli download Wan-AI/Wan2.1-T2V-1.3B"), "{err}");
+    assert_eq!(err.matches("Wan-AI/Wan2.1-T2V-14B-Diffusers").count(), 1, "{err}");
+}
+
+#[test]
+fn help_documents_seed_width_and_ttff() {
+    let out = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(["generate", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{help}");
+    for text in ["Seed of the initial", "Frame width in pixels", "TTFF (time to first frames)", "status 130"] {
+        assert!(help.contains(text), "generate --help lacks {text:?}:\n{help}");
+    }
+}
+
+/// Frames of an MP4 file.
+fn mp4_frames(path: &Path) -> u32 {
+    let size = fs::metadata(path).unwrap().len();
+    let reader = mp4::Mp4Reader::read_header(BufReader::new(File::open(path).unwrap()), size).unwrap();
+    reader.tracks().values().next().unwrap().sample_count()
+}
+
+#[test]
+fn ctrl_c_stops_after_the_chunk_in_flight_with_a_playable_partial_video() {
+    let m = models("ctrl-c");
+    let mp4 = m.out.join("partial.mp4");
+    // 30 latents = 10 chunks = 117 frames: long enough to interrupt after the first chunk.
+    let mut all = args(&["generate", "--prompt", PROMPT, "--height", "16", "--width", "16"]);
+    all.extend(m.wan_args("partial.mp4", &["--latents", "30", "--executor", "serial"]));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashforward"))
+        .args(&all)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The MP4 is rewritten after every chunk: its appearance means the first chunk is on disk.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    while !mp4.exists() {
+        assert!(std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(), "no first chunk");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let frames = mp4_frames(&mp4);
+    // chunk 0 decodes to 9 frames (the causal first latent), every later chunk to 12
+    assert!(frames >= 9 && (frames - 9).is_multiple_of(12) && frames < 117, "{frames} frames");
+    assert!(frames <= 9 + 12 * 2, "stopped after the chunk in flight, not later: {frames} frames");
+    assert!(stdout.contains(&format!("{}: {frames} of 117 frames", mp4.display())), "{stdout}\n{stderr}");
+    assert!(stderr.contains("stopped: interrupted"), "{stderr}");
 }
 
 /// A `train sft` run over the Wan-layout directory's DiT: `generate --dit RUN` renders with the

@@ -17,6 +17,8 @@ pub enum ModelError {
     MissingKeys { path: PathBuf, keys: Vec<String> },
     #[error("{path}: {} unexpected key(s) (not used by the model): {}", keys.len(), keys.join(", "))]
     UnexpectedKeys { path: PathBuf, keys: Vec<String> },
+    #[error("{path}: tensor '{key}' of {dtype} {shape:?} has more bytes than a u64 counts (hostile header?)")]
+    TensorTooLarge { path: PathBuf, key: String, dtype: String, shape: Vec<usize> },
     #[error("{path}: tensor '{key}' has shape {found:?}, the model expects {expected:?}")]
     ShapeMismatch { path: PathBuf, key: String, expected: Vec<usize>, found: Vec<usize> },
     #[error("{path}: tensor '{key}' could not be loaded: {reason}")]

@@ -120,7 +120,7 @@ fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyho
     let segments = SegmentContext::new(published.iter().collect());
     let mut window = KvWindow::<B>::new(c.num_layers, 1, h, hd, n, a.context + 1, &device);
     for (slot, e) in published.iter().enumerate() {
-        window.write(slot, e);
+        window.write(slot, e)?;
     }
     window.set_target(a.context);
     let core = replay::<B>(&c, n, ctx_tokens + n, a.text_tokens, a.iters, &device);

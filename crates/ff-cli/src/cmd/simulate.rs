@@ -18,7 +18,8 @@ pub struct Args {
     /// Dedicated planner devices (0: the planner runs on the stage devices first).
     #[arg(long, default_value_t = 0)]
     pub planner_devices: usize,
-    /// Write a Chrome trace (and an SVG wavefront chart beside it).
+    /// Write a Chrome trace to this file (and an SVG wavefront chart beside it), creating its
+    /// folder.
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Print one JSON object.
@@ -31,7 +32,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cost = CostModel { forward_seconds: args.forward_seconds, planner_devices: args.planner_devices };
     let sim = simulate(&graph, args.devices, cost)?;
     if let Some(path) = &args.trace {
-        sim.trace.write(&graph, path)?;
+        let executor = format!("simulated ({} stage + {} planner devices)", args.devices, args.planner_devices);
+        sim.trace.write(&graph, &executor, path)?;
     }
     let round = |x: f64| (x * 1e9).round() / 1e9;
     let report = serde_json::json!({

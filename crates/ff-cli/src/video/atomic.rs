@@ -27,7 +27,8 @@ fn write_synced(tmp: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<(
     writer.get_ref().sync_all().with_context(|| format!("cannot sync {}", tmp.display()))
 }
 
-fn temp_path(path: &Path) -> PathBuf {
+/// The temp file `write_atomic` writes before renaming it over `path`.
+pub fn temp_path(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     path.with_file_name(format!(".{name}.tmp"))
 }

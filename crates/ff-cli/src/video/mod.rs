@@ -53,35 +53,70 @@ enum Encoder {
     Png(PngSink),
 }
 
-impl VideoSink {
-    /// A sink for `path`, its format chosen by extension (see the module docs).
-    pub fn create(path: &Path) -> Result<Self> {
+/// Where a video goes, from its output path (see the module docs).
+enum Layout {
+    /// Numbered PNG frames `<dir>/<prefix>_NNNNN.png`; `finish` returns the directory, or the
+    /// frame pattern when the path named a `.png`.
+    Frames { dir: PathBuf, prefix: String, pattern: bool },
+    /// One `.mp4` or `.gif` file.
+    File { path: PathBuf, mp4: bool },
+}
+
+impl Layout {
+    fn of(path: &Path) -> Result<Self> {
         let is_dir = path.is_dir() || path.as_os_str().to_string_lossy().ends_with(MAIN_SEPARATOR);
         let extension = path.extension().filter(|_| !is_dir).map(|e| e.to_string_lossy().to_ascii_lowercase());
-        let (encoder, output) = match extension.as_deref() {
-            None => {
-                let sink = PngSink::new(path.to_path_buf(), "frame".into())?;
-                (Encoder::Png(sink), path.to_path_buf())
-            }
+        Ok(match extension.as_deref() {
+            None => Self::Frames { dir: path.to_path_buf(), prefix: "frame".into(), pattern: false },
             Some("png") => {
-                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-                let sink = PngSink::new(parent(path), stem)?;
-                let pattern = sink.pattern();
-                (Encoder::Png(sink), pattern)
+                let prefix = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                Self::Frames { dir: parent(path), prefix, pattern: true }
             }
-            Some(ext @ ("mp4" | "gif")) => {
-                fs::create_dir_all(parent(path)).with_context(|| format!("cannot create the directory of {}", path.display()))?;
-                if path.exists() {
-                    fs::remove_file(path).with_context(|| format!("cannot replace {}", path.display()))?;
-                }
-                let encoder = match ext {
-                    "mp4" => Encoder::Mp4(Mp4Sink::new(path.to_path_buf())),
-                    _ => Encoder::Gif(GifSink::new(path.to_path_buf())?),
-                };
-                (encoder, path.to_path_buf())
-            }
+            Some(ext @ ("mp4" | "gif")) => Self::File { path: path.to_path_buf(), mp4: ext == "mp4" },
             Some(other) => {
                 bail!("unsupported video output `.{other}` in {}: use .mp4, .gif, .png (numbered frames) or a directory", path.display())
+            }
+        })
+    }
+
+    /// The first file the sink will write.
+    fn first_file(&self) -> PathBuf {
+        match self {
+            Self::Frames { dir, prefix, .. } => dir.join(format!("{prefix}_00000.png")),
+            Self::File { path, .. } => path.clone(),
+        }
+    }
+}
+
+impl VideoSink {
+    /// Checks, before any work, that `path` names a supported output and that its directory
+    /// takes files: the directory is created, and the temp file of the first write is created
+    /// and removed. Existing outputs are left alone.
+    pub fn check(path: &Path) -> Result<()> {
+        let first = Layout::of(path)?.first_file();
+        let dir = parent(&first);
+        fs::create_dir_all(&dir).with_context(|| format!("--out {}: cannot create the directory {}", path.display(), dir.display()))?;
+        let probe = atomic::temp_path(&first);
+        fs::write(&probe, b"")
+            .and_then(|()| fs::remove_file(&probe))
+            .with_context(|| format!("--out {}: cannot write {}", path.display(), probe.display()))
+    }
+
+    /// A sink for `path`, its format chosen by extension (see the module docs).
+    pub fn create(path: &Path) -> Result<Self> {
+        let (encoder, output) = match Layout::of(path)? {
+            Layout::Frames { dir, prefix, pattern } => {
+                let sink = PngSink::new(dir, prefix)?;
+                let output = if pattern { sink.pattern() } else { path.to_path_buf() };
+                (Encoder::Png(sink), output)
+            }
+            Layout::File { path, mp4 } => {
+                fs::create_dir_all(parent(&path)).with_context(|| format!("cannot create the directory of {}", path.display()))?;
+                if path.exists() {
+                    fs::remove_file(&path).with_context(|| format!("cannot replace {}", path.display()))?;
+                }
+                let encoder = if mp4 { Encoder::Mp4(Mp4Sink::new(path.clone())) } else { Encoder::Gif(GifSink::new(path.clone())?) };
+                (encoder, path)
             }
         };
         Ok(Self { encoder, output, size: None, frames: 0 })

@@ -266,3 +266,27 @@ fn unknown_extensions_and_size_changes_are_errors() {
     let err = sink.push_frames(&frames(1..2, 8, 6)).unwrap_err().to_string();
     assert!(err.contains("frame 1 is 8x6 but the video is 8x8"), "{err}");
 }
+
+#[test]
+fn the_output_is_checked_before_any_work_without_touching_old_files() {
+    let scratch = Scratch::new("check");
+    let dir = scratch.path();
+    let old = dir.join("clip.mp4");
+    fs::write(&old, b"an older video").unwrap();
+    for ok in [old.clone(), dir.join("new/sub/clip.gif"), dir.join("frames/"), dir.join("shot.png")] {
+        VideoSink::check(&ok).unwrap();
+    }
+    assert_eq!(fs::read(&old).unwrap(), b"an older video", "check leaves existing outputs alone");
+    let mut left: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, ["clip.mp4", "frames", "new"], "no probe file is left behind");
+
+    let err = format!("{:#}", VideoSink::check(&dir.join("clip.avi")).unwrap_err());
+    assert!(err.contains("unsupported video output `.avi`"), "{err}");
+    // a directory that cannot be made (its parent is a file), a name the file system refuses
+    let err = format!("{:#}", VideoSink::check(&old.join("x.mp4")).unwrap_err());
+    assert!(err.contains("cannot create the directory"), "{err}");
+    let long = dir.join(format!("{}.mp4", "a".repeat(250)));
+    let err = format!("{:#}", VideoSink::check(&long).unwrap_err());
+    assert!(err.contains("cannot write"), "{err}");
+}

@@ -104,7 +104,7 @@ impl DitConfig {
         let num_heads = need(&["num_heads", "num_attention_heads"])?;
         let dim = match num(&["dim"]) {
             Some(d) => d,
-            None => num_heads * need(&["attention_head_dim"])?,
+            None => num_heads.checked_mul(need(&["attention_head_dim"])?).ok_or("num_heads × attention_head_dim overflows")?,
         };
         let patch_size = match v.get("patch_size").and_then(Value::as_array) {
             Some(p) => {

@@ -7,6 +7,7 @@
 //!   attention context is a parameter of the forward, never a different model.
 //! * [`TextContext`]: the prompt's cross-attention K/V per layer, computed once per prompt.
 
+use crate::error::{ModelError, Result};
 use burn::tensor::{Bool, Tensor, backend::Backend};
 
 /// Keys and values of one layer: `[batch, heads, tokens, head_dim]`.
@@ -79,6 +80,39 @@ pub struct Keys<B: Backend> {
 /// keys, positions live in the keys themselves).
 pub trait KvContext<B: Backend> {
     fn keys(&self, layer: usize, own: &LayerKv<B>) -> Keys<B>;
+
+    /// Checked before a forward: the context fits a model of `layers` layers whose forward has
+    /// `[batch, heads, _, head_dim]` K/V (entries from another model or batch are an error, not a
+    /// panic inside attention).
+    fn check(&self, _layers: usize, _batch: usize, _heads: usize, _head_dim: usize) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Checks that `kv` (named `what` in errors) has `layers` layers of `[batch, heads, _, head_dim]`.
+pub(crate) fn check_entry<B: Backend>(
+    what: &str,
+    kv: &ChunkKv<B>,
+    layers: usize,
+    batch: usize,
+    heads: usize,
+    head_dim: usize,
+) -> Result<()> {
+    if kv.layers.len() != layers {
+        return Err(ModelError::Input(format!("{what} has {} layers, the model {layers}", kv.layers.len())));
+    }
+    for (l, layer) in kv.layers.iter().enumerate() {
+        for (name, t) in [("k", &layer.k), ("v", &layer.v)] {
+            let [b, h, n, d] = t.dims();
+            if [b, h, d] != [batch, heads, head_dim] || n != layer.k.dims()[2] {
+                return Err(ModelError::Input(format!(
+                    "{what}: layer {l} {name} is [{b}, {h}, {n}, {d}], the forward needs [{batch}, {heads}, {}, {head_dim}]",
+                    layer.k.dims()[2]
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// An ordered list of published segments (e.g. anchor window, then history), concatenated once
@@ -106,6 +140,10 @@ impl<B: Backend> KvContext<B> for SegmentContext<'_, B> {
             LayerKv::cat(parts)
         };
         Keys { kv, mask: None }
+    }
+
+    fn check(&self, layers: usize, batch: usize, heads: usize, head_dim: usize) -> Result<()> {
+        self.segments.iter().enumerate().try_for_each(|(i, s)| check_entry(&format!("K/V segment {i}"), s, layers, batch, heads, head_dim))
     }
 }
 

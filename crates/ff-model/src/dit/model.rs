@@ -212,6 +212,9 @@ impl<B: AttentionBackend> WanDit<B> {
         self.check_inputs(dims, timesteps, layouts)?;
         let layout = &layouts[0];
         let [b, _, f, h, w] = dims;
+        if let Attend::Context(ctx) = &attend {
+            ctx.check(self.blocks.len(), b, self.config.num_heads, self.config.head_dim())?;
+        }
         let [pt, ph, pw] = self.config.patch_size;
         let (fp, hp, wp) = (f / pt, h / ph, w / pw);
         let device = self.device();

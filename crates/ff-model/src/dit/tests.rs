@@ -172,7 +172,7 @@ fn kv_window_equals_concatenated_segments() {
         .kv;
     let c = model.config();
     let mut window = KvWindow::<B>::new(c.num_layers, 1, c.num_heads, c.head_dim(), 3 * per_frame, 4, &device);
-    window.write(0, &anchors);
+    window.write(0, &anchors).unwrap();
     let mut history: Vec<ChunkKv<B>> = Vec::new();
     for i in 0..6 {
         let x = random::<B, 5>([1, 16, 3, 4, 4], &device);

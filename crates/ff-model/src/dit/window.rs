@@ -10,7 +10,8 @@
 //! permutation-invariant over keys, so slot order does not matter. On backends that update
 //! uniquely held tensors in place (NdArray, CubeCL), each forward copies only its own tokens.
 
-use super::kv::{ChunkKv, Keys, KvContext, LayerKv};
+use super::kv::{ChunkKv, Keys, KvContext, LayerKv, check_entry};
+use crate::error::{ModelError, Result};
 use burn::tensor::{Bool, Tensor, TensorData, backend::Backend};
 use std::sync::Mutex;
 
@@ -48,17 +49,27 @@ impl<B: Backend> KvWindow<B> {
         slot * self.slot_tokens..slot * self.slot_tokens + tokens
     }
 
-    /// Copies a published entry into consecutive slots from `slot` and marks them valid.
-    pub fn write(&mut self, slot: usize, kv: &ChunkKv<B>) {
+    /// Copies a published entry into consecutive slots from `slot` and marks them valid. An entry
+    /// of another shape (layers, batch, heads, head_dim) or one that does not fit is an error.
+    pub fn write(&mut self, slot: usize, kv: &ChunkKv<B>) -> Result<()> {
+        let [batch, heads, _, head_dim] = self.layers[0].get_mut().expect("window lock").k.dims();
+        check_entry(&format!("K/V entry for slot {slot}"), kv, self.layers.len(), batch, heads, head_dim)?;
         let tokens = kv.tokens();
         let n = tokens.div_ceil(self.slot_tokens);
-        assert!(slot + n <= self.slots(), "entry of {tokens} tokens does not fit from slot {slot}");
+        if slot + n > self.slots() {
+            return Err(ModelError::Input(format!(
+                "K/V entry of {tokens} tokens does not fit from slot {slot} of a window of {} slots of {} tokens",
+                self.slots(),
+                self.slot_tokens
+            )));
+        }
         let range = self.slot_range(slot, tokens);
         for (buffer, entry) in self.layers.iter_mut().zip(&kv.layers) {
             let b = buffer.get_mut().expect("window lock");
             assign(b, range.clone(), entry);
         }
         self.valid[slot..slot + n].iter_mut().for_each(|v| *v = true);
+        Ok(())
     }
 
     /// The slot the next forward's own K/V goes into; it becomes valid with that forward.
@@ -97,5 +108,16 @@ impl<B: Backend> KvContext<B> for KvWindow<B> {
         let mut buffer = self.layers[layer].lock().expect("window lock");
         assign(&mut buffer, self.slot_range(self.target, own.tokens()), own);
         self.view(&buffer, own.tokens())
+    }
+
+    fn check(&self, layers: usize, batch: usize, heads: usize, head_dim: usize) -> Result<()> {
+        let [b, h, _, d] = self.layers[0].lock().expect("window lock").k.dims();
+        if self.layers.len() != layers || [b, h, d] != [batch, heads, head_dim] {
+            return Err(ModelError::Input(format!(
+                "K/V window of {} layers × [{b}, {h}, _, {d}] does not fit a forward of {layers} layers × [{batch}, {heads}, _, {head_dim}]",
+                self.layers.len()
+            )));
+        }
+        Ok(())
     }
 }

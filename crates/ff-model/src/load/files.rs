@@ -5,7 +5,7 @@
 
 use crate::error::{ModelError, Result};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// One file of a checkpoint.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,7 +50,7 @@ impl CheckpointFiles {
         } else if name.ends_with(".safetensors") {
             vec![CheckpointFile::Safetensors(path.to_path_buf())]
         } else if [".pt", ".pth", ".bin", ".ckpt"].iter().any(|e| name.ends_with(e)) {
-            vec![CheckpointFile::Torch { path: path.to_path_buf(), top_level_key: torch_top_level_key(path) }]
+            vec![CheckpointFile::Torch { path: path.to_path_buf(), top_level_key: torch_top_level_key(path)? }]
         } else {
             return Err(ModelError::corrupt(
                 path,
@@ -82,7 +82,13 @@ impl CheckpointFiles {
             serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index.to_path_buf(), source })?;
         let map = json.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| ModelError::corrupt(index, "no 'weight_map' object"))?;
         let dir = index.parent().unwrap_or(Path::new("."));
-        let shards: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
+        let mut shards = BTreeSet::new();
+        for (key, shard) in map {
+            let name =
+                shard.as_str().ok_or_else(|| ModelError::corrupt(index, format!("'weight_map' entry '{key}' is not a file name")))?;
+            check_shard_name(index, key, name)?;
+            shards.insert(name);
+        }
         if shards.is_empty() {
             return Err(ModelError::corrupt(index, "'weight_map' names no shard"));
         }
@@ -90,10 +96,27 @@ impl CheckpointFiles {
     }
 }
 
+/// A shard must lie inside the index's directory: a relative path of plain names (no `..`, no
+/// root, no drive prefix), so a hostile index cannot make the loader read files elsewhere.
+fn check_shard_name(index: &Path, key: &str, name: &str) -> Result<()> {
+    let plain = !name.is_empty() && Path::new(name).components().all(|c| matches!(c, Component::Normal(_)));
+    if plain {
+        return Ok(());
+    }
+    Err(ModelError::corrupt(index, format!("'weight_map' entry '{key}' names shard '{name}' outside the index's directory")))
+}
+
 /// The first known top-level key a pickle holds, if its top level is not the state dict itself.
-fn torch_top_level_key(path: &Path) -> Option<String> {
-    TORCH_TOP_LEVEL_KEYS
-        .iter()
-        .find(|k| burn_store::pytorch::PytorchReader::with_top_level_key(path, k).is_ok_and(|r| !r.is_empty()))
-        .map(|k| k.to_string())
+/// Only an absent key moves the probe on: a file that cannot be read (damaged zip, bad pickle)
+/// is an error here, not a silent fallback to another layout.
+fn torch_top_level_key(path: &Path) -> Result<Option<String>> {
+    use burn_store::pytorch::{PytorchError, PytorchReader};
+    for key in TORCH_TOP_LEVEL_KEYS {
+        match PytorchReader::with_top_level_key(path, key) {
+            Ok(reader) if !reader.is_empty() => return Ok(Some(key.to_string())),
+            Ok(_) | Err(PytorchError::KeyNotFound(_)) => {}
+            Err(e) => return Err(ModelError::corrupt(path, e.to_string())),
+        }
+    }
+    Ok(None)
 }

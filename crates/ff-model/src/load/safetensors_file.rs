@@ -40,7 +40,7 @@ impl SafetensorsHeader {
         let mut n = [0u8; 8];
         f.read_exact(&mut n).map_err(|_| ModelError::corrupt(path, "shorter than the 8-byte header length"))?;
         let n = u64::from_le_bytes(n);
-        if n > 100_000_000 || 8 + n > file_len {
+        if n > 100_000_000 || n > file_len.saturating_sub(8) {
             return Err(ModelError::corrupt(path, format!("header length {n} exceeds the file ({file_len} bytes)")));
         }
         let mut buf = vec![0u8; n as usize];
@@ -78,9 +78,17 @@ impl SafetensorsHeader {
                     format!("tensor '{key}' ends at byte {end} but the file holds {data_len} data bytes (truncated?)"),
                 ));
             }
-            let numel: usize = shape.iter().product();
-            if end < start || (end - start) as usize != numel * size {
-                return Err(bad(&format!("byte range {start}..{end} does not hold {numel} {dtype} values")));
+            // checked: a hostile shape must not wrap to a byte count that matches the range
+            let product = shape.iter().try_fold(size as u64, |acc, &d| acc.checked_mul(d as u64));
+            let bytes = match product {
+                Some(bytes) => bytes,
+                None if shape.contains(&0) => 0,
+                None => {
+                    return Err(ModelError::TensorTooLarge { path: path.to_path_buf(), key: key.clone(), dtype, shape });
+                }
+            };
+            if end < start || end - start != bytes {
+                return Err(bad(&format!("byte range {start}..{end} does not hold the {bytes} bytes of {dtype} {shape:?}")));
             }
             tensors.insert(key.clone(), TensorInfo { dtype, shape });
         }

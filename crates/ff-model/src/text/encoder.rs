@@ -12,6 +12,7 @@ use super::config::Umt5Config;
 use super::ffn::{GatedGeluFfn, GatedGeluFfnConfig};
 use super::norm::{T5LayerNorm, T5LayerNormConfig};
 use super::position::{RelativePositionBias, RelativePositionBiasConfig};
+use crate::error::{ModelError, Result};
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig};
 use burn::tensor::{DType, Int, Tensor, backend::Backend};
@@ -75,9 +76,23 @@ impl Umt5Config {
 
 impl<B: Backend> Umt5Encoder<B> {
     /// `ids: [B, L]`, `mask: [B, L]` (1 = token, 0 = padding) -> last hidden state
-    /// `[B, L, d_model]`. Panics if the two shapes differ; token ids must be below `vocab_size`.
-    pub fn forward(&self, ids: Tensor<B, 2, Int>, mask: Tensor<B, 2, Int>) -> Tensor<B, 3> {
-        assert_eq!(ids.dims(), mask.dims(), "umT5: ids and attention mask must have the same shape [B, L]");
+    /// `[B, L, d_model]`. Shapes that differ, or a token id outside the vocabulary (a tokenizer
+    /// that does not match the weights), are [`ModelError::Input`] errors.
+    pub fn forward(&self, ids: Tensor<B, 2, Int>, mask: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>> {
+        if ids.dims() != mask.dims() {
+            return Err(ModelError::Input(format!(
+                "umT5: token ids {:?} and attention mask {:?} must have the same shape [B, L]",
+                ids.dims(),
+                mask.dims()
+            )));
+        }
+        let vocab = self.token_embedding.weight.dims()[0];
+        let values = ids.to_data().convert::<i64>();
+        if let Some(bad) = values.as_slice::<i64>().unwrap_or_default().iter().find(|&&i| i < 0 || i as usize >= vocab) {
+            return Err(ModelError::Input(format!(
+                "token id {bad} is outside the encoder's vocabulary of {vocab}: tokenizer and weights do not match"
+            )));
+        }
         let [b, l] = mask.dims();
         // transformers adds finfo(f32).min to the logits of padding keys.
         let mask_bias = mask.equal_elem(0).float().cast(DType::F32).reshape([b, 1, 1, l]) * f32::MIN;
@@ -85,7 +100,7 @@ impl<B: Backend> Umt5Encoder<B> {
         for block in &self.blocks {
             x = block.forward(x, mask_bias.clone());
         }
-        self.norm.forward(x)
+        Ok(self.norm.forward(x))
     }
 }
 

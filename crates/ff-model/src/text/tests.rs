@@ -50,7 +50,7 @@ fn tiny_inputs() -> (Tensor<B, 2, Int>, Tensor<B, 2, Int>) {
 fn run(weights: &Path) -> TensorData {
     let encoder = Umt5Encoder::<B>::load(weights, &tiny_config(), &Default::default()).unwrap();
     let (ids, mask) = tiny_inputs();
-    encoder.forward(ids, mask).into_data()
+    encoder.forward(ids, mask).unwrap().into_data()
 }
 
 /// The name Wan2.1's `T5Encoder` gives a transformers `UMT5EncoderModel` key (`None`: the tied
@@ -163,10 +163,26 @@ fn wrong_config_is_a_shape_error_naming_the_key() {
 }
 
 #[test]
+fn mismatched_mask_and_out_of_vocabulary_ids_are_errors() {
+    let encoder = Umt5Encoder::<B>::load(tiny().join("weights_transformers.safetensors"), &tiny_config(), &Default::default()).unwrap();
+    let (ids, mask) = tiny_inputs();
+    let [b, l] = ids.dims();
+    let short = mask.clone().narrow(1, 0, l - 1);
+    let err = encoder.forward(ids.clone(), short).unwrap_err().to_string();
+    assert!(err.contains(&format!("[{b}, {l}]")) && err.contains(&format!("[{b}, {}]", l - 1)), "{err}");
+    let vocab = tiny_config().vocab_size as i64;
+    for bad in [vocab, -1] {
+        let ids = ids.clone().slice_fill([0..1, 0..1], bad);
+        let err = encoder.forward(ids, mask.clone()).unwrap_err().to_string();
+        assert!(err.contains(&format!("token id {bad}")) && err.contains(&format!("vocabulary of {vocab}")), "{err}");
+    }
+}
+
+#[test]
 fn zero_padding_zeroes_only_padding_positions() {
     let encoder = Umt5Encoder::<B>::load(tiny().join("weights_transformers.safetensors"), &tiny_config(), &Default::default()).unwrap();
     let (ids, mask) = tiny_inputs();
-    let hidden = encoder.forward(ids, mask.clone());
+    let hidden = encoder.forward(ids, mask.clone()).unwrap();
     let [b, l, d] = hidden.dims();
     let zeroed = zero_padding(hidden.clone(), mask.clone()).into_data().to_vec::<f32>().unwrap();
     let hidden = hidden.into_data().to_vec::<f32>().unwrap();
@@ -207,7 +223,7 @@ fn prompt_encoder_matches_full_padding_and_uses_the_cache() {
         let tokens = tokenizer.encode(prompt).unwrap();
         let (ids, mask) = Tokens::to_tensors::<B>(std::slice::from_ref(&tokens), &device).unwrap();
         let n = tokens.valid_len();
-        let full = encoder.forward(ids, mask).slice([0..1, 0..n, 0..files.config.d_model]).reshape([n, files.config.d_model]);
+        let full = encoder.forward(ids, mask).unwrap().slice([0..1, 0..n, 0..files.config.d_model]).reshape([n, files.config.d_model]);
         assert_eq!(emb.data.shape.to_vec(), vec![n, files.config.d_model]);
         assert!(relative_l2(&emb.data, &full.into_data()) < 1e-6, "{prompt}");
         assert!(!emb.truncated && emb.original_len == n);

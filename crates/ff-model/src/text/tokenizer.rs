@@ -10,6 +10,7 @@
 use crate::error::{ModelError, Result};
 use burn::tensor::{Int, Tensor, TensorData, backend::Backend};
 use std::path::Path;
+use std::str::FromStr;
 use tokenizers::{PostProcessor, Tokenizer, TruncationDirection};
 
 /// Token sequence length Wan2.1 encodes prompts to.
@@ -62,8 +63,12 @@ impl PromptTokenizer {
     /// the file's own truncation/padding settings are replaced by this type's.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let mut tokenizer =
-            Tokenizer::from_file(path).map_err(|e| ModelError::Tokenizer(format!("{}: cannot read tokenizer: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| ModelError::io(path, e))?;
+        // Checked as JSON first: the tokenizers crate panics (instead of erring) on some syntax
+        // errors inside its sections (found by the loader fuzz test).
+        serde_json::from_str::<serde_json::Value>(&text).map_err(|source| ModelError::Json { path: path.to_path_buf(), source })?;
+        let what = format!("{}: cannot read tokenizer", path.display());
+        let mut tokenizer = guarded(&what, || Tokenizer::from_str(&text).map_err(|e| ModelError::Tokenizer(format!("{what}: {e}"))))?;
         let pad_id = tokenizer
             .get_padding()
             .map(|p| p.pad_id)
@@ -71,8 +76,11 @@ impl PromptTokenizer {
             .ok_or_else(|| ModelError::Tokenizer(format!("{}: no padding settings and no '<pad>' token", path.display())))?;
         tokenizer.with_padding(None);
         tokenizer.with_truncation(None).map_err(|e| ModelError::Tokenizer(format!("{}: {e}", path.display())))?;
-        let added_tokens = tokenizer.get_post_processor().map_or(0, |p| p.added_tokens(false));
-        Ok(Self { tokenizer, pad_id, added_tokens, max_len: WAN_TEXT_LEN })
+        let added_tokens = guarded(&what, || Ok(tokenizer.get_post_processor().map_or(0, |p| p.added_tokens(false))))?;
+        let this = Self { tokenizer, pad_id, added_tokens, max_len: WAN_TEXT_LEN };
+        // A post-processor whose template names an undefined special token fails here, at load.
+        this.encode("a").map_err(|e| ModelError::Tokenizer(format!("{what}: {e}")))?;
+        Ok(this)
     }
 
     /// Pads/truncates to `max_len` tokens instead of 512; it must leave room for at least one
@@ -95,6 +103,10 @@ impl PromptTokenizer {
 
     /// Tokenizes one prompt (see the module doc).
     pub fn encode(&self, prompt: &str) -> Result<Tokens> {
+        guarded(&format!("cannot tokenize prompt {prompt:?}"), || self.encode_unguarded(prompt))
+    }
+
+    fn encode_unguarded(&self, prompt: &str) -> Result<Tokens> {
         let err = |e: tokenizers::Error| ModelError::Tokenizer(format!("cannot tokenize prompt {prompt:?}: {e}"));
         let mut encoding = self.tokenizer.encode(clean_prompt(prompt).as_str(), false).map_err(err)?;
         let original_len = encoding.len() + self.added_tokens;
@@ -109,6 +121,16 @@ impl PromptTokenizer {
         mask.resize(self.max_len, 0);
         Ok(Tokens { ids, mask, truncated, original_len })
     }
+}
+
+/// Runs `f`, turning a panic inside the tokenizers crate into an error: hostile `tokenizer.json`
+/// files reach some (e.g. a template naming a special token the file does not define panics at
+/// the first encode; found by the loader fuzz test).
+fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let why = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned());
+        Err(ModelError::Tokenizer(format!("{what}: the tokenizer failed ({})", why.unwrap_or_default())))
+    })
 }
 
 /// Wan's whitespace cleaning: runs of whitespace become one space; ends are trimmed.
@@ -162,6 +184,24 @@ pub(crate) mod tests {
         let exact = tok.encode("a cat sits").unwrap();
         assert!(!exact.truncated && exact.original_len == 4);
         assert!(tok.with_max_len(1).is_err(), "max_len must leave room beside </s>");
+    }
+
+    #[test]
+    fn damaged_tokenizer_files_are_errors_not_panics() {
+        let path = write_test_tokenizer("damaged");
+        let good: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        // the template appends </s> but the file no longer defines it (tokenizers panics on it)
+        let mut undefined = good.clone();
+        undefined["post_processor"]["special_tokens"] = serde_json::json!({});
+        std::fs::write(&path, undefined.to_string()).unwrap();
+        let err = PromptTokenizer::from_file(&path).unwrap_err().to_string();
+        assert!(err.contains("tokenizer.json") && err.contains("the tokenizer failed"), "{err}");
+        // a syntax error inside the decoder section (tokenizers panics on it)
+        let text = good.to_string().replacen(r#""decoder":null"#, r#""decoder":{"type":"Metaspace","split":tru}"#, 1);
+        assert!(text.contains("tru}"), "{text}");
+        std::fs::write(&path, text).unwrap();
+        let err = PromptTokenizer::from_file(&path).unwrap_err();
+        assert!(matches!(err, ModelError::Json { .. }), "{err}");
     }
 
     #[test]

@@ -37,11 +37,19 @@ impl Trace {
         self.spans.iter().find(|s| Some(s.node) == first).map_or(0.0, |s| s.end)
     }
 
-    /// Busy seconds per worker.
+    /// Busy seconds per worker: the length of the union of its spans (the nodes of one batched
+    /// forward share one interval, which counts once).
     pub fn busy(&self) -> Vec<f64> {
+        let mut spans: Vec<&Span> = self.spans.iter().collect();
+        spans.sort_by(|a, b| a.start.total_cmp(&b.start));
         let mut busy = vec![0.0; self.workers];
-        for s in &self.spans {
-            busy[s.worker] += s.end - s.start;
+        let mut covered = vec![f64::NEG_INFINITY; self.workers];
+        for s in spans {
+            let from = s.start.max(covered[s.worker]);
+            if s.end > from {
+                busy[s.worker] += s.end - from;
+                covered[s.worker] = s.end;
+            }
         }
         busy
     }
@@ -69,12 +77,16 @@ impl Trace {
         serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" })
     }
 
-    /// Writes `path` (Chrome trace JSON) and `path` with extension `svg` (wavefront chart).
-    pub fn write(&self, graph: &Graph, path: &Path) -> Result<PathBuf> {
+    /// Writes `path` (Chrome trace JSON) and `path` with extension `svg` (wavefront chart titled
+    /// with the schedule and `executor`), creating the folder they go in.
+    pub fn write(&self, graph: &Graph, executor: &str, path: &Path) -> Result<PathBuf> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| SchedError::Io { path: dir.to_path_buf(), source })?;
+        }
         let json = serde_json::to_vec_pretty(&self.chrome_json(graph)).expect("trace JSON serialises");
         write_atomic(path, &json)?;
         let svg_path = path.with_extension("svg");
-        write_atomic(&svg_path, svg::render(self, graph).as_bytes())?;
+        write_atomic(&svg_path, svg::render(self, graph, executor).as_bytes())?;
         Ok(svg_path)
     }
 }

@@ -36,8 +36,8 @@ use crate::video::VideoSink;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// What the video shows.
-    #[arg(long)]
+    /// What the video shows (not empty).
+    #[arg(long, value_parser = non_empty_prompt)]
     prompt: String,
     /// Length in seconds at 16 FPS, rounded up to the next 1 + 4k frames.
     #[arg(long, required_unless_present = "latents", conflicts_with = "latents")]
@@ -57,14 +57,17 @@ pub struct Args {
     /// Float precision of the DiT and VAE (bf16 needs CUDA).
     #[arg(long, value_enum, default_value = "f32")]
     precision: Precision,
+    /// Seed of the initial and re-noising noise: the same seed, prompt and files give the same
+    /// video on every executor.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Output: .mp4, .gif, .png (numbered frames) or a directory of PNG frames.
     #[arg(long)]
     out: PathBuf,
-    /// Frame height and width in pixels (multiples of 16 for Wan2.1).
+    /// Frame height in pixels (a multiple of 16 for Wan2.1: VAE factor 8 × DiT patch 2).
     #[arg(long, default_value_t = 480)]
     height: usize,
+    /// Frame width in pixels (a multiple of 16, like --height).
     #[arg(long, default_value_t = 832)]
     width: usize,
     #[command(flatten)]
@@ -80,7 +83,17 @@ pub struct Args {
     memory_limit: Option<f64>,
 }
 
+/// The prompt must say something: an empty (or all-whitespace) one is refused here, before any
+/// file is read.
+fn non_empty_prompt(prompt: &str) -> std::result::Result<String, String> {
+    match prompt.trim() {
+        "" => Err("the prompt is empty: describe what the video shows".into()),
+        _ => Ok(prompt.to_string()),
+    }
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
+    VideoSink::check(&args.out)?;
     let plan = Plan::new(&args)?;
     plan.check_memory(&args)?;
     // Creating the sink checks the output format (and clears a stale output) before any work.
@@ -119,12 +132,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         human(outcome.peak_bank_bytes.iter().map(|b| *b as u64).sum())
     );
     match (outcome.video, outcome.stopped) {
-        (Some(video), _) => {
+        (Some(video), None) => {
             println!("{}: {} frames", video.display(), outcome.frames);
             Ok(ExitCode::SUCCESS)
         }
+        (Some(video), Some(reason)) => {
+            eprintln!("stopped: {reason}");
+            println!("{}: {} of {} frames (a playable partial video)", video.display(), outcome.frames, plan.length.frames);
+            Ok(ExitCode::from(130))
+        }
         (None, Some(reason)) => {
-            eprintln!("stopped: {reason}; {} has the {} frames finished so far", args.out.display(), outcome.frames);
+            eprintln!("stopped: {reason}; no frame was finished, nothing was written");
             Ok(ExitCode::from(130))
         }
         (None, None) => bail!("the generation ended without a video"),

@@ -81,22 +81,27 @@ impl FileFlags {
     /// cache root to search; see [`hub_cache_dir`]). Errors name each missing file and where it
     /// was looked for.
     pub fn resolve(&self, hub: Option<&Path>) -> Result<ModelFiles> {
-        let (origin, found) = match (&self.model_dir, hub.and_then(find_hub_snapshot)) {
+        let snapshot = hub.and_then(find_hub_snapshot);
+        let (origin, found) = match (&self.model_dir, &snapshot) {
             (Some(dir), _) => {
                 if !dir.is_dir() {
                     bail!("--model-dir {}: no such directory", dir.display());
                 }
                 (format!("--model-dir {}", dir.display()), scan(dir))
             }
-            (None, Some(snapshot)) => (format!("the Hugging Face cache ({})", snapshot.display()), scan(&snapshot)),
-            (None, None) => (
-                format!(
-                    "no --model-dir and no snapshot of {} in the Hugging Face cache{}",
-                    HUB_REPOS.join(", "),
-                    hub.map(|h| format!(" ({})", h.display())).unwrap_or_default()
-                ),
-                Found::default(),
+            (None, Some(snapshot)) => (format!("the Hugging Face cache ({})", snapshot.display()), scan(snapshot)),
+            (None, None) => ("the Hugging Face cache (no --model-dir given)".to_string(), Found::default()),
+        };
+        // Said once, after the list of missing files: which repositories were looked for.
+        let hint = match (&self.model_dir, snapshot) {
+            (None, None) => format!(
+                "\nno snapshot of {} in the Hugging Face cache{}; download one with \
+                 `huggingface-cli download {}` or pass --model-dir DIR",
+                HUB_REPOS.join(", "),
+                hub.map(|h| format!(" ({})", h.display())).unwrap_or_default(),
+                HUB_REPOS[0]
             ),
+            _ => String::new(),
         };
         let mut missing = Vec::new();
         let mut pick = |flag: &Option<PathBuf>, found: Option<PathBuf>, name: &str, expected: &str| {
@@ -123,7 +128,7 @@ impl FileFlags {
         let vae_config = optional(&self.vae_config, found.vae_config, "vae-config");
         let text_encoder_config = optional(&self.text_encoder_config, found.text_encoder_config, "text-encoder-config");
         if !missing.is_empty() {
-            bail!("model files missing:\n  {}", missing.join("\n  "));
+            bail!("model files missing:\n  {}{hint}", missing.join("\n  "));
         }
         Ok(ModelFiles { dit, dit_config, vae, vae_config, text_encoder, text_encoder_config, tokenizer })
     }
@@ -321,7 +326,8 @@ mod tests {
         assert!(err.contains("nope/tokenizer.json does not exist"), "{err}");
         assert!(!err.contains("dit:"), "the DiT is there: {err}");
         let err = FileFlags::default().resolve(None).unwrap_err().to_string();
-        assert!(err.contains("no --model-dir") && err.contains("Wan-AI/Wan2.1-T2V-1.3B"), "{err}");
+        assert!(err.contains("no --model-dir") && err.contains("huggingface-cli download Wan-AI/Wan2.1-T2V-1.3B"), "{err}");
+        assert_eq!(err.matches(HUB_REPOS[3]).count(), 1, "the repositories are listed once: {err}");
         let err = dir_flags(&s.0.join("absent")).resolve(None).unwrap_err().to_string();
         assert!(err.contains("absent: no such directory"), "{err}");
     }

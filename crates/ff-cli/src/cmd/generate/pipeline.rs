@@ -45,7 +45,7 @@ pub struct Job<'a> {
 
 /// What a finished (or interrupted) generation reports.
 pub struct Outcome {
-    /// The output path (or frame pattern) when the video is complete; `None` when stopped early.
+    /// The output path (or frame pattern); `None` when stopped before any frame was written.
     pub video: Option<PathBuf>,
     pub frames: usize,
     pub load: Duration,
@@ -119,7 +119,10 @@ pub fn generate<B: AttentionBackend>(
             Ok(())
         };
         // Receiving ends when every worker has dropped its sender, i.e. the executor returned.
-        let written = rx.iter().try_for_each(|done| order.push(done).into_iter().try_for_each(&mut write));
+        // After Ctrl-C no further chunk is decoded: the workers stop at their next forward, and
+        // the chunks still arriving are dropped.
+        let written =
+            rx.iter().try_for_each(|done| order.push(done).into_iter().take_while(|_| !stop.interrupted()).try_for_each(&mut write));
         if written.is_err() {
             stop.abort.store(true, Ordering::SeqCst);
             rx.iter().for_each(drop);
@@ -130,9 +133,16 @@ pub fn generate<B: AttentionBackend>(
     let total = start.elapsed();
     written?;
     let (denoise, slowest_worker, peak_bank_bytes, stopped) = match execution? {
-        Err(e) if stop.interrupt.load(Ordering::SeqCst) => {
+        Err(e) if stop.interrupted() => {
             progress.abandon("interrupted");
             (total, 0.0, Vec::new(), Some(e.to_string()))
+        }
+        // Ctrl-C after the last forward, while chunks were still being decoded
+        Ok(execution) if stop.interrupted() => {
+            progress.abandon("interrupted");
+            let slowest = execution.trace.busy().into_iter().fold(0.0, f64::max);
+            let denoise = Duration::from_secs_f64(execution.trace.makespan());
+            (denoise, slowest, execution.peak_bank_bytes, Some("interrupted (Ctrl-C)".to_string()))
         }
         Err(e) => {
             progress.abandon("failed");
@@ -149,6 +159,7 @@ pub fn generate<B: AttentionBackend>(
         }
     };
     let frames = sink.frames_written();
-    let video = if stopped.is_none() { Some(sink.finish()?) } else { None };
+    // Every chunk left the output complete and playable; a stopped run keeps what it finished.
+    let video = if stopped.is_none() || frames > 0 { Some(sink.finish()?) } else { None };
     Ok(Outcome { video, frames, load, denoise, first_frames, total, slowest_worker, peak_bank_bytes, stopped })
 }

@@ -30,8 +30,13 @@ pub struct Stop {
 }
 
 impl Stop {
+    /// Whether Ctrl-C was pressed.
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.load(Ordering::SeqCst)
+    }
+
     fn reason(&self) -> Option<&'static str> {
-        if self.interrupt.load(Ordering::SeqCst) {
+        if self.interrupted() {
             Some("interrupted (Ctrl-C)")
         } else if self.abort.load(Ordering::SeqCst) {
             Some("stopped because writing the video failed")
