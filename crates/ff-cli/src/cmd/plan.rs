@@ -1,7 +1,7 @@
 //! `flashforward plan`: forward counts and rounds of a schedule's generation graph.
 
 use ff_sched::bank::{KvDims, bank_plan};
-use ff_sched::sim::Placement;
+use ff_sched::exec::Placement;
 use ff_sched::{Contract, ContractConfig, Graph, ScheduleKind};
 use std::process::ExitCode;
 

@@ -16,8 +16,8 @@ use ff_model::dit::DitConfig;
 use ff_model::load::{CheckpointFile, CheckpointFiles, SafetensorsHeader};
 use ff_sched::Graph;
 use ff_sched::bank::{KvDims, bank_plan};
+use ff_sched::exec::Placement;
 use ff_sched::schedule::{KvKey, NodeId};
-use ff_sched::sim::Placement;
 
 use super::devices::device_of;
 

@@ -20,8 +20,8 @@ use ff_model::dit::{DitConfig, WanDit};
 use ff_model::text::PromptEmbedding;
 use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_sched::Graph;
+use ff_sched::exec::Placement;
 use ff_sched::exec::{DitRunner, NoiseSpec, execute, execute_batched};
-use ff_sched::sim::Placement;
 
 use super::devices::device_of;
 use super::stream::{Finished, InOrder, Stop, Streamed};

@@ -4,9 +4,9 @@
 
 use anyhow::Result;
 use ff_model::text::PromptEncoderFiles;
+use ff_sched::exec::Placement;
 use ff_sched::exec::waves;
 use ff_sched::schedule::NodeId;
-use ff_sched::sim::Placement;
 use ff_sched::{Contract, ContractConfig, Graph};
 
 use super::Args;
