@@ -99,7 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let c = &graph.contract;
     let counts = graph.counts();
     let mut report = serde_json::json!({
-        "schedule": graph.schedule.name(),
+        "schedule": graph.schedule,
         "latents": c.config.latents,
         "stages": c.stages(),
         "chunks": c.num_chunks(),
