@@ -178,7 +178,7 @@ fn print(args: &Args, rows: &[Row]) {
     let c = &args.contract;
     println!(
         "config {} (random weights, seed {}), L = {}, S = {}, latent {}×{}",
-        args.config, args.seed, c.latents, c.stages, args.height, args.width
+        args.config, args.seed, c.latents, c.knobs.stages, args.height, args.width
     );
     println!("| schedule | executor | workers | forwards | wall s | ratio to FF | TTFF s | peak bank KiB |");
     println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");

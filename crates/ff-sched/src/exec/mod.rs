@@ -28,7 +28,7 @@ mod placement;
 mod worker;
 
 pub use batched::{execute_batched, waves};
-pub use dit::DitRunner;
+pub use dit::{DitRunner, Roles};
 pub use noise::NoiseSpec;
 pub use placement::{Placement, PlannerPlacement};
 

@@ -4,15 +4,15 @@
 
 use anyhow::Result;
 use ff_model::text::PromptEncoderFiles;
+use ff_sched::Graph;
 use ff_sched::exec::Placement;
 use ff_sched::exec::waves;
 use ff_sched::schedule::NodeId;
-use ff_sched::{Contract, ContractConfig, Graph};
 
 use super::Args;
 use super::configs::Configs;
 use super::devices::{Executor, device_name};
-use super::memory::{Estimate, Sizes, available_ram, checkpoint_contents, device_estimates};
+use super::memory::{Estimate, Sizes, available_ram, checkpoint_contents, device_estimates, dit_contents};
 use super::paths::{ModelFiles, hub_cache_dir};
 use super::prompt;
 use crate::backend::{DeviceSpec, Precision, dispatch};
@@ -49,7 +49,7 @@ impl Plan {
         let configs = Configs::read(&files)?;
         let latent_size = configs.latent_size(args.height, args.width)?;
         configs.check_latents(length.latents)?;
-        let graph = args.schedule.build(&Contract::new(ContractConfig::new(length.latents))?)?;
+        let graph = args.schedule.build(&args.contract.contract(length.latents)?)?;
         let several = args.devices.count() > 1;
         let executor = args.executor.unwrap_or(if several { Executor::Wavefront } else { Executor::Serial });
         let placement = executor.placement(graph.contract.stages(), &args.devices);
@@ -80,12 +80,13 @@ impl Plan {
             };
             text.check("cpu (text encoder)", cpu)?;
         }
-        let (dit_keys, dit_elements) = checkpoint_contents(&self.files.dit)?;
+        let (dit_keys, dit_total) = checkpoint_contents(&self.files.dit)?;
+        let (dit_elements, roles) = dit_contents(&dit_keys, dit_total);
         let (_, vae_elements) = checkpoint_contents(&self.files.vae)?;
         let sizes = Sizes {
             dit: &self.configs.dit,
             dit_elements,
-            roles: dit_keys.iter().any(|k| k.contains("role_embedding")),
+            roles,
             vae_elements,
             vae_base_dim: self.configs.vae.base_dim,
             pixels: [args.height, args.width],
