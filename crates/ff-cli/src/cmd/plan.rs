@@ -44,7 +44,9 @@ impl ContractKnobs {
             .with_history(if self.no_history { 0 } else { self.history })
             .with_chunk(self.chunk)
             .with_use_anchors(!self.no_anchors);
-        Contract::new(config).map_err(|e| anyhow::anyhow!("{e} (see --stages, --anchor-stride, --anchor-window, --history, --chunk)"))
+        Contract::new(config).map_err(|e| {
+            anyhow::anyhow!("{e} (flags: --latents or --seconds, --stages, --anchor-stride, --anchor-window, --history, --chunk)")
+        })
     }
 }
 

@@ -117,15 +117,19 @@ impl Plan {
     /// One line about the run.
     pub fn describe(&self, args: &Args) -> String {
         let counts = self.graph.counts();
+        let c = &self.graph.contract.config;
+        let anchors = if c.use_anchors { format!("Δ = {}, G = {}", c.anchor_stride, c.anchor_window) } else { "no anchors".into() };
         format!(
-            "{} latents ({} frames, {:.2} s at {FPS} FPS), {}x{} px, schedule {}, executor {} on {} worker(s); \
-             {} forwards ({} cache-update)",
+            "{} latents ({} frames, {:.2} s at {FPS} FPS), {}x{} px, schedule {} (S = {}, {anchors}, H = {}), executor {} on {} \
+             worker(s); {} forwards ({} cache-update)",
             self.length.latents,
             self.length.frames,
             self.length.seconds(),
             args.width,
             args.height,
             args.schedule,
+            c.stages,
+            c.history,
             format!("{:?}", self.executor).to_lowercase(),
             self.placement.workers(),
             counts.forwards,
