@@ -122,6 +122,9 @@ impl ff_model::dit::KvContext<B> for CountingContext<'_> {
     }
 }
 
+/// (node, keys per layer) of every forward.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(usize, Vec<usize>)>>>;
+
 /// Runs every node with the DiT runner and, beside it, the same forward over a context that
 /// counts keys; the two x0 must be identical, and the count must be the contract's.
 struct KeyCount {
@@ -130,8 +133,7 @@ struct KeyCount {
     text: ff_model::dit::TextContext<B>,
     noise: NoiseSpec,
     contract: Contract,
-    /// (node, keys per layer) of every forward.
-    seen: std::sync::Arc<std::sync::Mutex<Vec<(usize, Vec<usize>)>>>,
+    seen: Seen,
 }
 
 impl Runner for KeyCount {
