@@ -191,3 +191,23 @@ fn every_forward_attends_over_its_window_its_history_and_itself() {
         assert_eq!(keys, &vec![frames * tokens_per_frame; model.config().num_layers], "node {id} {:?} level {}", n.unit, n.level);
     }
 }
+
+#[test]
+fn runners_keep_only_the_roles_their_workers_run() {
+    let (c, model, text) = setup(ContractConfig::new(12).with_stages(2));
+    let graph = ScheduleKind::FlashForward.build(&c).unwrap();
+    let p = Placement::streaming(2);
+    let planner = Roles { planner: true, renderer: false };
+    let renderer = Roles { planner: false, renderer: true };
+    assert_eq!((Roles::of_workers(&graph, &p, &[2]), Roles::of_workers(&graph, &p, &[0, 1])), (planner, renderer));
+    assert_eq!(Roles::of_workers(&graph, &Placement::serial(), &[0]), Roles { planner: true, renderer: true });
+    let noise = NoiseSpec { seed: 3, channels: model.config().in_channels, height: SIDE, width: SIDE };
+    let full = DitRunner::new(&model, text.clone(), &c, noise);
+    // a plain model is one copy whatever the roles; a runner without a role refuses its nodes
+    assert_eq!(full.weight_bytes(), full.for_roles(renderer).weight_bytes());
+    let err = execute(&graph, &Placement::serial(), vec![full.for_roles(renderer)]).unwrap_err();
+    assert!(err.to_string().contains("needs the planner model"), "{err}");
+    let runners = (0..3).map(|w| full.for_roles(Roles::of_workers(&graph, &p, &[w]))).collect();
+    let split = execute(&graph, &p, runners).unwrap();
+    assert_eq!(video(&split), video(&generate(ScheduleKind::FlashForward, &c, &model, &text, Placement::serial())));
+}
