@@ -115,14 +115,17 @@ fn streaming_keeps_a_bounded_number_of_anchors_alive_at_any_length() {
     // The planner is free and the renderers are slow, so the planner runs as far ahead as the
     // engine lets it. Alive anchors (banks, channels, in use) must stay within what the contract
     // bounds: the planner's ring (18 context + 3), each renderer's window ring (3 + 2) and one
-    // block plus one window step (3 + 3) on each of the 4 links.
-    let bound = 21 + 4 * 5 + 4 * 6;
-    for latents in [141, 1001] {
-        let g = flashforward(latents);
-        let r = run(&g, Placement::streaming(4), FAST_PLANNER);
-        let peak = r.live.peak_anchors.load(Ordering::SeqCst);
-        assert!(peak <= bound, "L = {latents}: {peak} anchors alive at once (bound {bound}, {} in the video)", g.contract.anchors.len());
-        assert_eq!(r.live.anchors.load(Ordering::SeqCst), 0, "every entry is freed at the end");
+    // block plus one window step (3 + 3) on each renderer's link; with 1 to 4 stage workers.
+    for workers in 1..=4 {
+        let bound = 21 + workers * (5 + 6);
+        for latents in [141, 1001] {
+            let g = flashforward(latents);
+            let r = run(&g, Placement::streaming(workers), FAST_PLANNER);
+            let peak = r.live.peak_anchors.load(Ordering::SeqCst);
+            let total = g.contract.anchors.len();
+            assert!(peak <= bound, "L = {latents}, {workers} workers: {peak} anchors alive at once (bound {bound}, {total} in the video)");
+            assert_eq!(r.live.anchors.load(Ordering::SeqCst), 0, "every entry is freed at the end");
+        }
     }
 }
 
