@@ -30,6 +30,9 @@ where
 
 impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B, C> {}
 
+#[cfg(feature = "flex")]
+impl AttentionBackend for burn::backend::Flex {}
+
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube {
     use super::AttentionBackend;

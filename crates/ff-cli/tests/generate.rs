@@ -150,6 +150,17 @@ fn generates_mp4_gif_and_frames_deterministically() {
         assert_eq!(run(&format!("{executor}/"), &["--seed", "1", "--executor", executor]), first, "{executor}");
     }
     assert_ne!(run("seed2/", &["--seed", "2"]), first, "another seed, another video");
+    // The contract's knobs reach the graph: fewer stages, a denser anchor grid, a shorter history,
+    // and the ablations each make another video of the same length.
+    let log =
+        succeeds(&m.wan_args("knobs/", &["--latents", "5", "--seed", "1", "--stages", "2", "--anchor-stride", "2", "--history", "1"]));
+    assert!(log.contains("S = 2, Δ = 2, G = 3, H = 1"), "{log}");
+    let knobs = png_frames(&m.out.join("knobs/"));
+    assert_eq!(knobs.len(), 17);
+    assert_ne!(knobs, first, "the knobs changed nothing");
+    let ablated = run("ablated/", &["--seed", "1", "--no-anchors", "--no-history"]);
+    assert_eq!(ablated.len(), 17);
+    assert_ne!(ablated, first, "the ablations changed nothing");
     // The baselines run through the same command.
     for schedule in ["self-forcing", "hiar", "bidirectional"] {
         let frames = run(&format!("{schedule}/"), &["--schedule", schedule]);

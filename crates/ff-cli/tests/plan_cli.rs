@@ -56,3 +56,38 @@ fn bad_flags_name_the_flag() {
     let out = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(["plan", "--schedule", "nope"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("flashforward"));
 }
+
+#[test]
+fn plan_writes_the_graph_as_json_and_dot() {
+    let dir = std::env::temp_dir().join(format!("ff-plan-graph-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json_path, dot_path) = (dir.join("g.json"), dir.join("g.dot"));
+    let args = ["plan", "--schedule", "flashforward", "--latents", "21", "--anchor-window", "2", "--history", "3", "--json"];
+    let paths = ["--graph", json_path.to_str().unwrap(), "--dot", dot_path.to_str().unwrap()];
+    let v = json(&[&args[..], &paths[..]].concat());
+    let graph: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let nodes = graph["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len() as u64, v["forwards"].as_u64().unwrap());
+    assert_eq!(graph["contract"]["config"]["anchor_window"], 2);
+    // chunk 6 (18-20) at stage 1 reads Γ = {10, 20} and the stage-1 K/V of chunks 3, 4, 5
+    let node = nodes.iter().find(|n| n["unit"] == serde_json::json!({ "chunk": 6 }) && n["level"] == 1).unwrap();
+    let chunk = |c: usize| serde_json::json!({ "chunk": { "bank": 1, "chunk": c } });
+    let want = serde_json::json!([{ "anchor": 1 }, { "anchor": 2 }, chunk(3), chunk(4), chunk(5)]);
+    assert_eq!(node["reads"], want);
+    let dot = std::fs::read_to_string(&dot_path).unwrap();
+    assert!(dot.starts_with("digraph"));
+    assert_eq!(dot.matches("[label=").count(), nodes.len());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn no_history_and_no_anchors_remove_the_banks() {
+    let v = json(&["plan", "--schedule", "flashforward", "--latents", "81", "--no-anchors", "--no-history", "--json"]);
+    assert_eq!(v["planner_forwards"], 0);
+    assert_eq!(v["forwards"], 27 * 4);
+    let out = Command::new(env!("CARGO_BIN_EXE_flashforward"))
+        .args(["plan", "--schedule", "flashforward", "--no-history", "--history", "2"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "--no-history conflicts with --history");
+}

@@ -4,8 +4,9 @@
 //! * [`contract`]: index sets of one generation ([`Contract`]).
 //! * [`schedule`]: the five schedules as [`Graph`]s of forwards with read/publish sets.
 //! * [`bank`]: anchor and stage K/V banks with host-side indices and their memory plan.
-//! * [`exec`]: serial, wavefront, streaming and batched-diagonal executors over any graph.
-//! * [`sim`]: node placement on workers and the discrete-event replay (rounds, latency model).
+//! * [`exec`]: node placement on workers, and serial, wavefront, streaming and batched-diagonal
+//!   executors over any graph.
+//! * [`sim`]: the discrete-event replay of a placed graph (rounds, latency model).
 //! * [`trace`]: timelines, Chrome trace JSON and SVG wavefront charts.
 
 pub mod bank;

@@ -17,8 +17,7 @@ use burn::tensor::{Distribution, Tensor};
 use ff_model::AttentionBackend;
 use ff_model::dit::{DitConfig, WanDit};
 use ff_model::vae::WanVaeConfig;
-use ff_sched::exec::{DitRunner, Execution, NoiseSpec, execute, execute_batched};
-use ff_sched::sim::Placement;
+use ff_sched::exec::{DitRunner, Execution, NoiseSpec, Placement, execute, execute_batched};
 use ff_sched::{Graph, ScheduleKind};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -235,7 +234,7 @@ fn print(args: &Args, [lh, lw]: [usize; 2], rows: &[Row]) {
     let c = &args.contract;
     println!(
         "config {} (random weights, seed {}), L = {}, S = {}, {}×{} px (latent {lh}×{lw}), {} untimed warm-up run(s) per row",
-        args.config, args.seed, c.latents, c.stages, args.height, args.width, args.warmup
+        args.config, args.seed, c.latents, c.knobs.stages, args.height, args.width, args.warmup
     );
     println!(
         "| schedule | executor | workers | forwards | wall s | ratio to FF | TTFF s | slowest worker busy s | worst worker K/V KiB | K/V per device KiB |"

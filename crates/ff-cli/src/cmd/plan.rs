@@ -1,23 +1,26 @@
 //! `flashforward plan`: forward counts and rounds of a schedule's generation graph.
 
 use ff_sched::bank::{KvDims, bank_plan};
-use ff_sched::sim::Placement;
+use ff_sched::exec::Placement;
+use ff_sched::trace::write_atomic;
 use ff_sched::{Contract, ContractConfig, Graph, ScheduleKind};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The state-contract flags shared by the scheduling subcommands.
+/// The state-contract knobs shared by `plan`, `simulate`, `bench` and `generate` (all but the
+/// length, which each command takes its own way).
 #[derive(clap::Args, Debug, Clone)]
-pub struct ContractArgs {
-    /// Latent frames L of the video.
-    #[arg(long, default_value_t = 81)]
-    pub latents: usize,
+pub struct ContractKnobs {
     /// Denoising stages S.
     #[arg(long, default_value_t = 4)]
     pub stages: usize,
     /// Anchor stride Δ in latents.
     #[arg(long, default_value_t = 10)]
     pub anchor_stride: usize,
-    /// Stage-matched history H in chunks (0 disables the stage bank).
+    /// Anchors per renderer window Γ (windows share an endpoint).
+    #[arg(long, default_value_t = 3)]
+    pub anchor_window: usize,
+    /// Stage-matched history H in chunks.
     #[arg(long, default_value_t = 5)]
     pub history: usize,
     /// Renderer chunk size B_R in latents.
@@ -26,17 +29,40 @@ pub struct ContractArgs {
     /// Disable the clean anchor bank (and the planner): ablation.
     #[arg(long)]
     pub no_anchors: bool,
+    /// Disable the stage-matched history (same as --history 0): ablation.
+    #[arg(long, conflicts_with = "history")]
+    pub no_history: bool,
+}
+
+impl ContractKnobs {
+    /// The contract of a video of `latents` latent frames.
+    pub fn contract(&self, latents: usize) -> anyhow::Result<Contract> {
+        let config = ContractConfig::new(latents)
+            .with_stages(self.stages)
+            .with_anchor_stride(self.anchor_stride)
+            .with_anchor_window(self.anchor_window)
+            .with_history(if self.no_history { 0 } else { self.history })
+            .with_chunk(self.chunk)
+            .with_use_anchors(!self.no_anchors);
+        Contract::new(config).map_err(|e| {
+            anyhow::anyhow!("{e} (flags: --latents or --seconds, --stages, --anchor-stride, --anchor-window, --history, --chunk)")
+        })
+    }
+}
+
+/// The state-contract flags of the scheduling subcommands.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ContractArgs {
+    /// Latent frames L of the video.
+    #[arg(long, default_value_t = 81)]
+    pub latents: usize,
+    #[command(flatten)]
+    pub knobs: ContractKnobs,
 }
 
 impl ContractArgs {
     pub fn contract(&self) -> anyhow::Result<Contract> {
-        let config = ContractConfig::new(self.latents)
-            .with_stages(self.stages)
-            .with_anchor_stride(self.anchor_stride)
-            .with_history(self.history)
-            .with_chunk(self.chunk)
-            .with_use_anchors(!self.no_anchors);
-        Ok(Contract::new(config)?)
+        self.knobs.contract(self.latents)
     }
 }
 
@@ -79,6 +105,12 @@ pub struct Args {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Write the generation graph (contract, nodes, reads, publishes, dependencies) as JSON.
+    #[arg(long = "graph", value_name = "FILE.json")]
+    pub graph_json: Option<PathBuf>,
+    /// Write the generation graph as Graphviz DOT (render with `dot -Tsvg`).
+    #[arg(long, value_name = "FILE.dot")]
+    pub dot: Option<PathBuf>,
 }
 
 /// Bank bytes per worker of the wavefront and streaming placements.
@@ -99,7 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let c = &graph.contract;
     let counts = graph.counts();
     let mut report = serde_json::json!({
-        "schedule": graph.schedule.name(),
+        "schedule": graph.schedule,
         "latents": c.config.latents,
         "stages": c.stages(),
         "chunks": c.num_chunks(),
@@ -114,6 +146,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     });
     if let Some(preset) = &args.model {
         report["bank_bytes_per_device"] = bank_report(&args, &graph, preset)?;
+    }
+    if let Some(path) = &args.graph_json {
+        write_atomic(path, &serde_json::to_vec_pretty(&graph)?)?;
+        report["graph_json"] = path.display().to_string().into();
+    }
+    if let Some(path) = &args.dot {
+        write_atomic(path, graph.to_dot().as_bytes())?;
+        report["dot"] = path.display().to_string().into();
     }
     print_report(&report, args.json);
     Ok(ExitCode::SUCCESS)

@@ -37,7 +37,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let round = |x: f64| (x * 1e9).round() / 1e9;
     let report = serde_json::json!({
-        "schedule": graph.schedule.name(),
+        "schedule": graph.schedule,
         "latents": graph.contract.config.latents,
         "stages": graph.contract.stages(),
         "devices": args.devices,

@@ -23,6 +23,16 @@ pub fn layer_norm<B: AttentionBackend, const D: usize>(x: Tensor<B, D>, eps: f64
     (x - mean) / (var + eps).sqrt()
 }
 
+/// `norm`'s LayerNorm of an f32 `x` with its affine parameters cast to f32.
+fn affine_norm<B: AttentionBackend, const D: usize>(norm: &LayerNorm<B>, x: Tensor<B, D>, eps: f64) -> Tensor<B, D> {
+    let gamma = norm.gamma.val().cast(DType::F32).unsqueeze();
+    let y = layer_norm(x, eps) * gamma;
+    match &norm.beta {
+        Some(beta) => y + beta.val().cast(DType::F32).unsqueeze(),
+        None => y,
+    }
+}
+
 /// Splits `modulation [1, n, dim] + e [batch, frames, n or 1, dim]` into `n` f32 tensors
 /// `[batch, frames, 1, dim]`.
 fn modulate<B: AttentionBackend>(table: &Param<Tensor<B, 3>>, e: Tensor<B, 4>) -> Vec<Tensor<B, 4>> {
@@ -91,7 +101,7 @@ impl<B: AttentionBackend> DitBlock<B> {
         let x = x + frames(attn).cast(DType::F32) * m[2].clone();
 
         let x = flat(x);
-        let normed = self.norm3.forward(x.clone()).cast(dtype);
+        let normed = affine_norm(&self.norm3, x.clone(), self.eps).cast(dtype);
         let x = x + self.cross_attn.forward(normed, text, roles).cast(DType::F32);
         let x = frames(x);
 

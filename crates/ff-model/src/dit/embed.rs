@@ -4,7 +4,8 @@
 use burn::module::Module;
 use burn::nn::conv::{Conv3d, Conv3dConfig};
 use burn::nn::{Linear, LinearConfig};
-use burn::tensor::{Tensor, TensorData, backend::Backend};
+use burn::tensor::module::linear;
+use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
 
 /// Sinusoidal features `[cos(t·ω_j) | sin(t·ω_j)]`, `ω_j = 10000^(−j/half)`, for each timestep:
 /// a row-major `[timesteps.len(), dim]` table. The angle `t·ω_j` is formed in f32 exactly as the
@@ -36,6 +37,17 @@ impl<B: Backend> Mlp<B> {
     pub fn forward<const D: usize>(&self, x: Tensor<B, D>, act: impl Fn(Tensor<B, D>) -> Tensor<B, D>) -> Tensor<B, D> {
         self.fc2.forward(act(self.fc1.forward(x)))
     }
+
+    /// [`Mlp::forward`] in f32 whatever the parameters' dtype (the time embedding).
+    pub fn forward_f32<const D: usize>(&self, x: Tensor<B, D>, act: impl Fn(Tensor<B, D>) -> Tensor<B, D>) -> Tensor<B, D> {
+        linear_f32(&self.fc2, act(linear_f32(&self.fc1, x)))
+    }
+}
+
+/// `linear.forward(x)` computed in f32 (input, weight and bias cast), returned in f32.
+pub fn linear_f32<B: Backend, const D: usize>(linear_layer: &Linear<B>, x: Tensor<B, D>) -> Tensor<B, D> {
+    let bias = linear_layer.bias.as_ref().map(|b| b.val().cast(DType::F32));
+    linear(x.cast(DType::F32), linear_layer.weight.val().cast(DType::F32), bias)
 }
 
 /// Patch embedding: `[batch, C, F, H, W]` → tokens `[batch, F/pt·H/ph·W/pw, dim]` in (f, h, w)

@@ -9,11 +9,15 @@
 //! * [`WanDit::forward_packed`]: frames of several roles/positions/timesteps in one sequence under
 //!   a frame-level [`SegmentMask`] (differentiable; the packed SFT layout).
 //! * [`WanDit::forward`]: a whole clip at positions `0..frames` (the reference model's forward).
+//!
+//! Precision: the token path runs in the parameters' dtype (e.g. bf16); the time embedding, its
+//! projection, the modulation, the norms, RoPE and the residual stream run in f32, and the
+//! prediction is returned in f32 (inputs of any float dtype are cast).
 
 use super::attention::Attend;
 use super::block::{DitBlock, Head};
 use super::config::DitConfig;
-use super::embed::{Mlp, PatchEmbed, timestep_features};
+use super::embed::{Mlp, PatchEmbed, linear_f32, timestep_features};
 use super::kv::{ChunkKv, KvContext, SegmentContext, TextContext};
 use super::layout::{FrameLayout, SegmentMask};
 use super::rope::Rope;
@@ -23,7 +27,7 @@ use burn::module::{Module, Param};
 use burn::nn::Linear;
 use burn::nn::LinearConfig;
 use burn::tensor::activation::{gelu_approximate, silu};
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{DType, Int, Tensor};
 use kernels_cubecl::AttentionBackend;
 
 /// The Wan2.1 text-to-video diffusion transformer, with optional planner/renderer roles.
@@ -116,9 +120,14 @@ impl<B: AttentionBackend> WanDit<B> {
         Self { time_embedding, blocks: self.blocks.iter().map(|b| b.merge(role)).collect(), role_embedding: None, ..self.clone() }
     }
 
+    /// Float dtype of the parameters (the token path's dtype).
+    pub fn dtype(&self) -> DType {
+        self.time_projection.weight.val().dtype()
+    }
+
     /// Embeds a prompt once: `context [batch, text_tokens, text_dim]` → per-layer cross K/V.
     pub fn text_context(&self, context: Tensor<B, 3>) -> TextContext<B> {
-        let text = self.text_embedding.forward(context, gelu_approximate);
+        let text = self.text_embedding.forward(context.cast(self.dtype()), gelu_approximate);
         TextContext { layers: self.blocks.iter().map(|b| b.cross_attn.text_kv(text.clone())).collect() }
     }
 
@@ -223,15 +232,18 @@ impl<B: AttentionBackend> WanDit<B> {
         let rope = rope.table::<B>(&positions, hp, wp, &device)?;
         let roles = RoleSelect::from_frames(&layout.roles, hp * wp, &device);
 
-        let sin = timestep_features::<B>(timesteps, self.config.freq_dim, &device);
-        let mut temb = self.time_embedding.forward(sin, silu);
+        // The time embedding, its projection (the modulation input) and the role vectors run in
+        // f32 whatever the parameters' dtype; the token path runs in the parameters' dtype.
+        let sin = timestep_features::<B>(timesteps, self.config.freq_dim, &device).cast(DType::F32);
+        let mut temb = self.time_embedding.forward_f32(sin, silu);
         if let Some(table) = &self.role_embedding {
-            temb = temb + self.role_vectors(table, &layout.roles).unsqueeze_dim(0);
+            temb = temb + self.role_vectors(table, &layout.roles).cast(DType::F32).unsqueeze_dim(0);
         }
-        let e = self.time_projection.forward(silu(temb.clone()));
+        let e = linear_f32(&self.time_projection, silu(temb.clone()));
 
         let dim = self.config.dim;
-        let mut x = self.patch_embedding.forward(latents).reshape([b, fp, hp * wp, dim]);
+        let dtype = self.dtype();
+        let mut x = self.patch_embedding.forward(latents.cast(dtype)).reshape([b, fp, hp * wp, dim]);
         let mut published = Vec::with_capacity(if publish { self.blocks.len() } else { 0 });
         for (layer, block) in self.blocks.iter().enumerate() {
             let (y, own) = block.forward(x, e.clone(), &rope, &roles, &text.layers[layer], &attend, layer);
@@ -240,7 +252,7 @@ impl<B: AttentionBackend> WanDit<B> {
                 published.push(own);
             }
         }
-        let out = self.head.forward(x, temb);
+        let out = self.head.forward(x, temb).cast(DType::F32);
         Ok((self.unpatchify(out, [fp, hp, wp]), published))
     }
 

@@ -6,7 +6,7 @@
 //! stay valid for any later reader. Tables are computed on the host in f64, once per forward.
 
 use crate::error::{ModelError, Result};
-use burn::tensor::{Tensor, TensorData, backend::Backend};
+use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
 
 /// cos/sin tables of one forward: `[1 or batch, tokens, 1, head_dim/2, 1]`.
 #[derive(Clone, Debug)]
@@ -64,23 +64,24 @@ impl Rope {
         }
         let shape = [batch, n, 1, half, 1];
         Ok(RopeTable {
-            cos: Tensor::from_data(TensorData::new(cos, shape), device),
-            sin: Tensor::from_data(TensorData::new(sin, shape), device),
+            cos: Tensor::<B, 5>::from_data(TensorData::new(cos, shape), device).cast(DType::F32),
+            sin: Tensor::<B, 5>::from_data(TensorData::new(sin, shape), device).cast(DType::F32),
         })
     }
 }
 
 impl<B: Backend> RopeTable<B> {
-    /// Rotates `x: [batch, tokens, heads, head_dim]` pairwise.
+    /// Rotates `x: [batch, tokens, heads, head_dim]` pairwise, in f32 (returned in `x`'s dtype).
     pub fn apply(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
         let [b, n, h, d] = x.dims();
-        let pairs = x.reshape([b, n, h, d / 2, 2]);
+        let dtype = x.dtype();
+        let pairs = x.cast(DType::F32).reshape([b, n, h, d / 2, 2]);
         let x1 = pairs.clone().narrow(4, 0, 1);
         let x2 = pairs.narrow(4, 1, 1);
         let (c, s) = (self.cos.clone(), self.sin.clone());
         let r1 = x1.clone() * c.clone() - x2.clone() * s.clone();
         let r2 = x1 * s + x2 * c;
-        Tensor::cat(vec![r1, r2], 4).reshape([b, n, h, d])
+        Tensor::cat(vec![r1, r2], 4).reshape([b, n, h, d]).cast(dtype)
     }
 }
 

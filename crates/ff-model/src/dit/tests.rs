@@ -245,3 +245,49 @@ fn batch_elements_are_independent_for_other_shapes() {
         assert!(max_abs(both.clone().narrow(0, b, 1), one) <= 1e-5, "element {b}");
     }
 }
+
+/// Casts every float parameter to a dtype.
+struct CastParams(burn::tensor::DType);
+
+impl<Bk: AttentionBackend> burn::module::ModuleMapper<Bk> for CastParams {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<Bk, D>>) -> Param<Tensor<Bk, D>> {
+        param.map(|t| t.cast(self.0))
+    }
+}
+
+#[test]
+fn bf16_forward_on_flex_is_within_2e_2_of_f32() {
+    use burn::backend::Flex;
+    use burn::module::Module;
+    use burn::tensor::DType;
+    let fixtures = std::env::var_os("FF_FIXTURES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
+    let dir = fixtures.join("wan_dit_tiny");
+    let config = DitConfig::from_json(dir.join("meta.json")).unwrap();
+    let dev = Default::default();
+    let f32_model = WanDit::<Flex>::load(&config, dir.join("weights_wan.safetensors"), &dev).unwrap();
+    let bf16_model = f32_model.clone().map(&mut CastParams(DType::BF16));
+    assert_eq!((f32_model.dtype(), bf16_model.dtype()), (DType::F32, DType::BF16));
+    let inputs = crate::load::read_tensors(&dir.join("inputs.safetensors")).unwrap();
+    let expected = crate::load::read_tensors(&dir.join("expected.safetensors")).unwrap()["output"].to_vec::<f32>().unwrap();
+    let frames = inputs["latents"].shape[2];
+    let timesteps: Vec<Vec<f64>> = inputs["timestep"].to_vec::<f32>().unwrap().iter().map(|&t| vec![t as f64; frames]).collect();
+    let run = |m: &WanDit<Flex>| -> Vec<f32> {
+        let text = m.text_context(Tensor::from_data(inputs["context"].clone(), &dev));
+        let out = m.forward(Tensor::from_data(inputs["latents"].clone(), &dev), &timesteps, &text, Role::Base).unwrap();
+        assert_eq!(out.dtype(), DType::F32, "predictions come back in f32");
+        out.into_data().to_vec::<f32>().unwrap()
+    };
+    let rel = |a: &[f32], b: &[f32]| {
+        let d: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum();
+        let n: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
+        (d / n).sqrt()
+    };
+    let full = run(&f32_model);
+    assert!(rel(&full, &expected) <= 1e-4, "f32 on flex: {} against the fixture", rel(&full, &expected));
+    let half = run(&bf16_model);
+    let err = rel(&half, &full);
+    assert!(err <= 2e-2, "bf16 vs f32: relative L2 error {err}");
+    assert!(err > 0.0, "the bf16 forward ran in bf16");
+}

@@ -5,12 +5,13 @@
 //! that runs the planner *and* renders (the shared prologue of the paper's 4-device setup) keeps
 //! the whole plan, `M = |P|` anchors (≈ L/Δ frames); a planner-only worker keeps a ring of
 //! `planner_context + B_P` anchors (its context plus the block it publishes); a renderer-only
-//! worker keeps `B_P + 2` (its 3-anchor window plus the rest of the block that completes it: it
-//! pulls anchor blocks in order, only when a window needs them). Every count except the shared
-//! prologue's anchor plan is independent of L.
+//! worker keeps `B_P + G − 1` (its `G`-anchor window plus the rest of the block that completes it:
+//! it pulls anchor blocks in order, only when a window needs them). Every count except the shared
+//! prologue's anchor plan is independent of L. K/V in flight between workers is bounded by the
+//! executor's links (see `exec`), not planned here.
 
+use crate::exec::Placement;
 use crate::schedule::{Graph, KvKey, NodeKind};
-use crate::sim::Placement;
 use ff_model::dit::DitConfig;
 
 /// Sizes of one latent frame's K/V.
@@ -70,7 +71,7 @@ pub fn bank_plan(graph: &Graph, placement: &Placement) -> Vec<WorkerBanks> {
                 (false, ..) => 0,
                 (true, true, true) => m,
                 (true, true, false) => m.min(c.config.planner_context + bp),
-                (true, false, _) => m.min(bp + 2),
+                (true, false, _) => m.min(bp + c.config.anchor_window - 1),
             };
             let mut history_banks: Vec<usize> = keys()
                 .filter_map(|k| match k {

@@ -42,8 +42,8 @@ fn anchor_bank_reports_unpublished_entries() {
 #[test]
 fn bank_plan_does_not_grow_with_length_off_the_shared_prologue() {
     use crate::contract::{Contract, ContractConfig};
+    use crate::exec::Placement;
     use crate::schedule::ScheduleKind;
-    use crate::sim::Placement;
     let plan = |latents, p| {
         let g = ScheduleKind::FlashForward.build(&Contract::new(ContractConfig::new(latents)).unwrap()).unwrap();
         bank_plan(&g, &p).into_iter().map(|w| (w.anchor_slots, w.frames)).collect::<Vec<_>>()

@@ -16,14 +16,15 @@ pub(super) fn split(n: usize, size: usize) -> Vec<Range<usize>> {
     (0..n).step_by(size).map(|s| s..(s + size).min(n)).collect()
 }
 
-/// Windows of 3 consecutive anchor indices sharing endpoints; see the contract docs.
-pub(super) fn windows(anchors: usize) -> Vec<Range<usize>> {
-    if anchors < 3 {
+/// Windows of `size` consecutive anchor indices sharing endpoints; see the contract docs.
+pub(super) fn windows(anchors: usize, size: usize) -> Vec<Range<usize>> {
+    if anchors < size {
         return std::iter::once(0..anchors).collect();
     }
-    let mut w: Vec<Range<usize>> = (0..).map(|j| 2 * j..2 * j + 3).take_while(|r| r.end <= anchors).collect();
+    let step = (size - 1).max(1);
+    let mut w: Vec<Range<usize>> = (0..).map(|j| step * j..step * j + size).take_while(|r| r.end <= anchors).collect();
     if w.last().is_some_and(|r| r.end < anchors) {
-        w.push(anchors - 3..anchors);
+        w.push(anchors - size..anchors);
     }
     w
 }

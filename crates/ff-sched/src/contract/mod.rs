@@ -5,9 +5,9 @@
 //!   (the last block may be shorter);
 //! * renderer chunks of `B_R` consecutive latents; when `B_R ∤ L` the **last chunk is shorter**
 //!   (`L mod B_R` latents), so every position is rendered exactly once;
-//! * anchor windows `Γ`: 3 consecutive anchors sharing endpoints (`{0,10,20}, {20,30,40}, …`);
-//!   with an even anchor count the last window is the last three anchors; with fewer than three
-//!   anchors the single window is all of them. Chunk `i` uses the **first window whose last anchor
+//! * anchor windows `Γ`: `G` consecutive anchors (`anchor_window`, default 3) sharing endpoints
+//!   (`{0,10,20}, {20,30,40}, …`); when the windows do not end on the last anchor, the last window
+//!   is the last `G` anchors; with fewer than `G` anchors the single window is all of them. Chunk `i` uses the **first window whose last anchor
 //!   is at or after the chunk's last position** (so every chunk has a future anchor; at L = 81 the
 //!   windows condition 7, 6, 7, 7 chunks);
 //! * history `Tail_H(i) = max(0, i − H)..i`;
@@ -32,6 +32,9 @@ pub struct ContractConfig {
     /// Anchor stride `Δ`.
     #[config(default = 10)]
     pub anchor_stride: usize,
+    /// Anchors per renderer window `Γ(i)` (`G`); consecutive windows share an endpoint.
+    #[config(default = 3)]
+    pub anchor_window: usize,
     /// Renderer chunk size `B_R` in latents.
     #[config(default = 3)]
     pub chunk: usize,
@@ -56,7 +59,7 @@ pub struct ContractConfig {
 }
 
 /// A validated contract with its derived index sets.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Contract {
     pub config: ContractConfig,
     /// Anchor positions `P`, ascending.
@@ -71,6 +74,7 @@ pub struct Contract {
     pub chunk_window: Vec<usize>,
     /// Timestep of each stage on the 1000 scale (descending).
     pub timesteps: Vec<f64>,
+    #[serde(skip)]
     flow: FlowMatch,
 }
 
@@ -79,22 +83,23 @@ impl Contract {
     pub fn new(config: ContractConfig) -> crate::Result<Self> {
         let c = &config;
         let positive = [
-            ("--latents", c.latents),
-            ("--stages", c.stages),
-            ("--anchor-stride", c.anchor_stride),
-            ("--chunk", c.chunk),
-            ("planner block", c.planner_block),
+            ("latents L", c.latents),
+            ("stages S", c.stages),
+            ("anchor stride Δ", c.anchor_stride),
+            ("anchor window G", c.anchor_window),
+            ("chunk size B_R", c.chunk),
+            ("planner block B_P", c.planner_block),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(SchedError::Config(format!("{name} must be at least 1")));
         }
         if c.stages > 1000 {
-            return Err(SchedError::Config(format!("--stages {} exceeds the 1000-step table", c.stages)));
+            return Err(SchedError::Config(format!("stages S = {} exceeds the 1000-step table", c.stages)));
         }
-        if c.use_anchors && 3 + c.history * c.chunk + c.chunk > c.context_window {
+        if c.use_anchors && c.anchor_window + c.history * c.chunk + c.chunk > c.context_window {
             return Err(SchedError::Config(format!(
-                "renderer context 3 anchors + {} history chunks × {} + {} current latents exceeds W_ctx = {}",
-                c.history, c.chunk, c.chunk, c.context_window
+                "renderer context {} anchors + {} history chunks × {} + {} current latents exceeds W_ctx = {}",
+                c.anchor_window, c.history, c.chunk, c.chunk, c.context_window
             )));
         }
         if c.planner_context + c.planner_block > c.context_window {
@@ -109,7 +114,7 @@ impl Contract {
         let anchors = anchors::anchor_set(c.latents, c.anchor_stride);
         let blocks = anchors::split(anchors.len(), c.planner_block);
         let chunks = anchors::split(c.latents, c.chunk);
-        let windows = anchors::windows(anchors.len());
+        let windows = anchors::windows(anchors.len(), c.anchor_window);
         let chunk_window = chunks.iter().map(|ch| anchors::window_of(&anchors, &windows, ch.end - 1)).collect();
         let flow = FlowMatch::new(c.shift);
         let steps: Vec<f64> = (0..c.stages).map(|k| 1000.0 * (1.0 - k as f64 / c.stages as f64)).collect();
@@ -134,11 +139,6 @@ impl Contract {
     /// Anchor indices of `Γ(chunk)`.
     pub fn window(&self, chunk: usize) -> Range<usize> {
         self.windows[self.chunk_window[chunk]].clone()
-    }
-
-    /// Planner block holding anchor index `anchor`.
-    pub fn block_of(&self, anchor: usize) -> usize {
-        anchor / self.config.planner_block
     }
 
     /// `Tail_len(chunk)`: the `len` chunks before `chunk` (fewer at the start).

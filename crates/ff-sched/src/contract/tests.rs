@@ -87,7 +87,24 @@ fn tails_and_planner_context_are_bounded() {
 #[test]
 fn bad_configurations_are_rejected() {
     let err = Contract::new(ContractConfig::new(0)).unwrap_err();
-    assert!(err.to_string().contains("--latents"), "{err}");
+    assert!(err.to_string().contains("latents L"), "{err}");
+    assert!(!err.to_string().contains("--"), "library errors name no command-line flags: {err}");
     let err = Contract::new(ContractConfig::new(81).with_history(6)).unwrap_err();
     assert!(err.to_string().contains("W_ctx"), "{err}");
+}
+
+#[test]
+fn window_size_is_a_parameter() {
+    // Γ of 2 anchors: every pair of neighbouring anchors, each chunk bracketed by the next anchor
+    let c = Contract::new(ContractConfig::new(41).with_anchor_window(2)).unwrap();
+    let w: Vec<Vec<usize>> = c.windows.iter().map(|r| positions(&c, r.clone())).collect();
+    assert_eq!(w, vec![vec![0, 10], vec![10, 20], vec![20, 30], vec![30, 40]]);
+    assert_eq!(positions(&c, c.window(4)), vec![10, 20]); // chunk 12-14
+    // Γ of 4 anchors share endpoints every 3 anchors; the last window ends on the last anchor
+    let c = Contract::new(ContractConfig::new(81).with_anchor_window(4).with_history(4)).unwrap();
+    let w: Vec<Vec<usize>> = c.windows.iter().map(|r| positions(&c, r.clone())).collect();
+    assert_eq!(w, vec![vec![0, 10, 20, 30], vec![30, 40, 50, 60], vec![50, 60, 70, 80]]);
+    // the context budget counts the window
+    let err = Contract::new(ContractConfig::new(81).with_anchor_window(4)).unwrap_err();
+    assert!(err.to_string().contains("4 anchors"), "{err}");
 }

@@ -14,8 +14,8 @@ use super::{Execution, Runner};
 use crate::bank::Entry;
 use crate::bank::{Banks, bank_plan};
 use crate::error::{Result, SchedError};
+use crate::exec::Placement;
 use crate::schedule::{Graph, Node, NodeId};
-use crate::sim::Placement;
 use crate::trace::{Span, Trace};
 use std::time::Instant;
 

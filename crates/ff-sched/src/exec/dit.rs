@@ -5,17 +5,19 @@
 //! Output: `x0 = x − σ·v` from the velocity prediction; the final stage's x0 is the video.
 //! Planner nodes run the planner model, all other nodes the renderer model; a model with roles is
 //! merged into one full-weight model per role (as the paper serves them), a plain model serves
-//! both. Published K/V: the chunk's entry, or one entry per anchor frame for planner blocks.
+//! both as one copy. A runner moved to a device keeps only the roles its workers run there
+//! ([`Roles::of_workers`]). Published K/V: the chunk's entry, or one entry per anchor frame for planner blocks.
 //! A batch of independent nodes runs as one `forward_chunks` call, one batch element per node.
 
+use super::Placement;
 use super::batch::BatchContext;
 use super::noise::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
 use super::{NodeResult, Runner};
 use crate::bank::Entry;
 use crate::contract::Contract;
 use crate::error::{Result, SchedError};
-use crate::schedule::{KvKey, Node};
-use burn::module::Module;
+use crate::schedule::{Graph, KvKey, Node};
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
 use ff_model::FlowMatch;
@@ -27,13 +29,51 @@ impl<B: AttentionBackend> Entry for ChunkKv<B> {
     }
 }
 
+/// Which roles the nodes of some workers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Roles {
+    pub planner: bool,
+    pub renderer: bool,
+}
+
+impl Roles {
+    /// The roles of the nodes `placement` puts on any of `workers`.
+    pub fn of_workers(graph: &Graph, placement: &Placement, workers: &[usize]) -> Self {
+        let mut roles = Self::default();
+        for n in graph.nodes.iter().filter(|n| workers.contains(&placement.worker_of(n))) {
+            let planner = n.kind.is_planner();
+            roles.planner |= planner;
+            roles.renderer |= !planner;
+        }
+        roles
+    }
+}
+
+/// A role's model and the prompt's cross-attention K/V under it.
+#[derive(Clone)]
+struct RoleModel<B: AttentionBackend> {
+    model: WanDit<B>,
+    text: TextContext<B>,
+}
+
+impl<B: AttentionBackend> RoleModel<B> {
+    fn to_device(&self, device: &B::Device) -> Self {
+        Self {
+            model: self.model.clone().to_device(device),
+            text: TextContext { layers: self.text.layers.iter().map(|l| move_layer(l, device)).collect() },
+        }
+    }
+}
+
 /// One worker's models, prompt context and noise stream.
 #[derive(Clone)]
 pub struct DitRunner<B: AttentionBackend> {
-    planner: WanDit<B>,
-    renderer: WanDit<B>,
-    planner_text: TextContext<B>,
-    renderer_text: TextContext<B>,
+    /// The models of planner nodes and of the other nodes; `None` where this runner does not run
+    /// the role. A plain model is one copy in both (clones share its tensors).
+    planner: Option<RoleModel<B>>,
+    renderer: Option<RoleModel<B>>,
+    /// Whether both roles are one model.
+    shared: bool,
     noise: NoiseSpec,
     /// σ of every level `0..=S`.
     sigmas: Vec<f64>,
@@ -41,34 +81,55 @@ pub struct DitRunner<B: AttentionBackend> {
 }
 
 impl<B: AttentionBackend> DitRunner<B> {
-    /// Runner for `model` with prompt embeddings `text` (`[1, text_tokens, text_dim]`).
+    /// Runner for `model` with prompt embeddings `text` (`[1, text_tokens, text_dim]`), running
+    /// both roles.
     pub fn new(model: &WanDit<B>, text: Tensor<B, 3>, contract: &Contract, noise: NoiseSpec) -> Self {
-        let (planner, renderer) = match model.role_embedding {
-            Some(_) => (model.merge(Role::Planner), model.merge(Role::Renderer)),
-            None => (model.clone(), model.clone()),
+        let role = |model: WanDit<B>| RoleModel { text: model.text_context(text.clone()), model };
+        let (planner, renderer, shared) = match model.role_embedding {
+            Some(_) => (role(model.merge(Role::Planner)), role(model.merge(Role::Renderer)), false),
+            None => {
+                let one = role(model.clone());
+                (one.clone(), one, true)
+            }
         };
         Self {
-            planner_text: planner.text_context(text.clone()),
-            renderer_text: renderer.text_context(text),
-            planner,
-            renderer,
+            planner: Some(planner),
+            renderer: Some(renderer),
+            shared,
             noise,
             sigmas: (0..=contract.stages()).map(|l| contract.sigma(l)).collect(),
             device: model.device(),
         }
     }
 
-    /// A copy of this runner on `device` (one per worker).
-    pub fn to_device(&self, device: &B::Device) -> Self {
-        let text = |t: &TextContext<B>| TextContext { layers: t.layers.iter().map(|l| move_layer(l, device)).collect() };
+    /// This runner keeping the models of `roles` only (no copy: the kept models are shared).
+    pub fn for_roles(&self, roles: Roles) -> Self {
         Self {
-            planner: self.planner.clone().to_device(device),
-            renderer: self.renderer.clone().to_device(device),
-            planner_text: text(&self.planner_text),
-            renderer_text: text(&self.renderer_text),
-            noise: self.noise,
-            sigmas: self.sigmas.clone(),
-            device: device.clone(),
+            planner: self.planner.clone().filter(|_| roles.planner),
+            renderer: self.renderer.clone().filter(|_| roles.renderer),
+            ..self.clone()
+        }
+    }
+
+    /// A copy of this runner on `device`: one copy per role it holds, one in all when the roles
+    /// are one model. Workers on one device share one such copy (clone it).
+    pub fn to_device(&self, device: &B::Device) -> Self {
+        let (planner, renderer) = match (self.shared, self.planner.as_ref().or(self.renderer.as_ref())) {
+            (true, Some(one)) => {
+                let one = one.to_device(device);
+                (self.planner.as_ref().map(|_| one.clone()), self.renderer.as_ref().map(|_| one))
+            }
+            _ => (self.planner.as_ref().map(|m| m.to_device(device)), self.renderer.as_ref().map(|m| m.to_device(device))),
+        };
+        Self { planner, renderer, shared: self.shared, noise: self.noise, sigmas: self.sigmas.clone(), device: device.clone() }
+    }
+
+    /// Bytes of the distinct model weights this runner holds (a shared copy counts once).
+    pub fn weight_bytes(&self) -> usize {
+        let bytes = |m: &Option<RoleModel<B>>| m.as_ref().map_or(0, |m| param_bytes(&m.model));
+        match self.shared {
+            true => bytes(&self.planner).max(bytes(&self.renderer)),
+            false => bytes(&self.planner) + bytes(&self.renderer),
         }
     }
 
@@ -83,8 +144,13 @@ impl<B: AttentionBackend> DitRunner<B> {
         }
     }
 
-    fn model(&self, node: &Node) -> (&WanDit<B>, &TextContext<B>) {
-        if node.kind.is_planner() { (&self.planner, &self.planner_text) } else { (&self.renderer, &self.renderer_text) }
+    fn model(&self, node: &Node) -> Result<(&WanDit<B>, &TextContext<B>)> {
+        let (held, role) = if node.kind.is_planner() { (&self.planner, "planner") } else { (&self.renderer, "renderer") };
+        let m = held.as_ref().ok_or_else(|| SchedError::Worker {
+            worker: 0,
+            reason: format!("node {} needs the {role} model, which this runner was not given (see Roles::of_workers)", node.id),
+        })?;
+        Ok((&m.model, &m.text))
     }
 
     /// x0 from the velocity, and the entries to publish (one per anchor frame for planner blocks).
@@ -100,6 +166,20 @@ impl<B: AttentionBackend> DitRunner<B> {
         };
         (x0, kvs)
     }
+}
+
+/// Bytes of every parameter tensor of `model`.
+fn param_bytes<B: AttentionBackend>(model: &WanDit<B>) -> usize {
+    struct Bytes(usize);
+    impl<B: AttentionBackend> ModuleVisitor<B> for Bytes {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let t = param.val();
+            self.0 += t.shape().num_elements() * t.dtype().size();
+        }
+    }
+    let mut v = Bytes(0);
+    model.visit(&mut v);
+    v.0
 }
 
 /// Tokens `start..start + len` of every layer.
@@ -119,7 +199,7 @@ impl<B: AttentionBackend> Runner for DitRunner<B> {
 
     fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<(Tensor<B, 5>, Vec<ChunkKv<B>>)> {
         let x = self.input(node, source);
-        let (model, text) = self.model(node);
+        let (model, text) = self.model(node)?;
         let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
         let ctx = SegmentContext::new(reads.to_vec());
         let out = model
@@ -145,7 +225,7 @@ impl<B: AttentionBackend> Runner for DitRunner<B> {
             return Err(SchedError::Worker { worker: 0, reason: format!("batch at node {first} mixes models or frame counts") });
         }
         let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
-        let (model, text) = self.model(nodes[0]);
+        let (model, text) = self.model(nodes[0])?;
         let ctx = BatchContext::new(reads, first)?;
         let layouts: Vec<FrameLayout> = nodes.iter().map(|n| FrameLayout::frames(n.positions.clone(), Role::Base)).collect();
         let timesteps: Vec<Vec<f64>> = nodes.iter().map(|n| n.timesteps.clone()).collect();

@@ -3,7 +3,7 @@
 use super::*;
 use crate::bank::KvDims;
 use crate::contract::{Contract, ContractConfig};
-use crate::schedule::ScheduleKind;
+use crate::schedule::{ScheduleKind, Unit};
 use burn::backend::NdArray;
 use burn::tensor::{Distribution, Tensor};
 use ff_model::dit::{DitConfig, WanDit};
@@ -106,4 +106,108 @@ fn planner_nodes_run_the_planner_role() {
     let (a, b) = (run(&roles, ScheduleKind::FlashForward), run(&plain, ScheduleKind::FlashForward));
     let diff = a.iter().zip(&b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
     assert!(diff > 1e-4, "the planner role changed nothing ({diff})");
+}
+
+/// Records the keys every layer's self-attention is handed.
+struct CountingContext<'a> {
+    inner: ff_model::dit::SegmentContext<'a, B>,
+    keys: std::cell::RefCell<Vec<usize>>,
+}
+
+impl ff_model::dit::KvContext<B> for CountingContext<'_> {
+    fn keys(&self, layer: usize, own: &ff_model::dit::LayerKv<B>) -> ff_model::dit::Keys<B> {
+        let keys = self.inner.keys(layer, own);
+        self.keys.borrow_mut().push(keys.kv.tokens());
+        keys
+    }
+}
+
+/// (node, keys per layer) of every forward.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(usize, Vec<usize>)>>>;
+
+/// Runs every node with the DiT runner and, beside it, the same forward over a context that
+/// counts keys; the two x0 must be identical, and the count must be the contract's.
+struct KeyCount {
+    runner: DitRunner<B>,
+    model: WanDit<B>,
+    text: ff_model::dit::TextContext<B>,
+    noise: NoiseSpec,
+    contract: Contract,
+    seen: Seen,
+}
+
+impl Runner for KeyCount {
+    type Latent = Tensor<B, 5>;
+    type Kv = ff_model::dit::ChunkKv<B>;
+
+    fn run(&mut self, node: &crate::schedule::Node, source: Option<&Tensor<B, 5>>, reads: &[&Self::Kv]) -> Result<NodeResult<Self>> {
+        let (x0, kvs) = self.runner.run(node, source, reads)?;
+        let stream = if node.kind.is_planner() { super::noise::PLANNER_STREAM } else { super::noise::OUTPUT_STREAM };
+        let sigma = self.contract.sigma(node.level);
+        let eps = || self.noise.sample::<B>(stream, &node.positions, node.level, &Default::default());
+        let x = match source {
+            None => eps(),
+            Some(x0) if node.level == self.contract.stages() => x0.clone(),
+            Some(x0) => ff_model::FlowMatch::noise(x0.clone(), eps(), sigma),
+        };
+        let ctx = CountingContext { inner: ff_model::dit::SegmentContext::new(reads.to_vec()), keys: Default::default() };
+        let layout = ff_model::dit::FrameLayout::frames(node.positions.clone(), ff_model::dit::Role::Base);
+        let out = self.model.forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, &self.text, &ctx).unwrap();
+        let reference = ff_model::FlowMatch::x0_from_v(x, out.prediction, sigma);
+        assert_eq!(reference.into_data(), x0.clone().into_data(), "node {}: the runner attended over other keys", node.id);
+        self.seen.lock().unwrap().push((node.id, ctx.keys.into_inner()));
+        Ok((x0, kvs))
+    }
+}
+
+#[test]
+fn every_forward_attends_over_its_window_its_history_and_itself() {
+    let (c, model, text) = setup(ContractConfig::new(25));
+    let noise = NoiseSpec { seed: 5, channels: model.config().in_channels, height: SIDE, width: SIDE };
+    let graph = ScheduleKind::FlashForward.build(&c).unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let probe = KeyCount {
+        runner: DitRunner::new(&model, text.clone(), &c, noise),
+        text: model.text_context(text),
+        model: model.clone(),
+        noise,
+        contract: c.clone(),
+        seen: seen.clone(),
+    };
+    execute(&graph, &Placement::serial(), vec![probe]).unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), graph.nodes.len());
+    let tokens_per_frame = (SIDE / 2) * (SIDE / 2);
+    let h = c.config.history;
+    for (id, keys) in seen.iter() {
+        let n = &graph.nodes[*id];
+        // frames the contract says the forward sees: Γ(i) + Tail_H(i) + itself; planner: its
+        // context anchors + its block
+        let frames = match n.unit {
+            Unit::Chunk(i) => c.window(i).len() + c.tail(i, h).map(|j| c.chunks[j].len()).sum::<usize>() + c.chunks[i].len(),
+            Unit::Block(j) => c.planner_context(j).len() + c.blocks[j].len(),
+            Unit::Clip => unreachable!("no clip nodes in FlashForward"),
+        };
+        assert_eq!(keys, &vec![frames * tokens_per_frame; model.config().num_layers], "node {id} {:?} level {}", n.unit, n.level);
+    }
+}
+
+#[test]
+fn runners_keep_only_the_roles_their_workers_run() {
+    let (c, model, text) = setup(ContractConfig::new(12).with_stages(2));
+    let graph = ScheduleKind::FlashForward.build(&c).unwrap();
+    let p = Placement::streaming(2);
+    let planner = Roles { planner: true, renderer: false };
+    let renderer = Roles { planner: false, renderer: true };
+    assert_eq!((Roles::of_workers(&graph, &p, &[2]), Roles::of_workers(&graph, &p, &[0, 1])), (planner, renderer));
+    assert_eq!(Roles::of_workers(&graph, &Placement::serial(), &[0]), Roles { planner: true, renderer: true });
+    let noise = NoiseSpec { seed: 3, channels: model.config().in_channels, height: SIDE, width: SIDE };
+    let full = DitRunner::new(&model, text.clone(), &c, noise);
+    // a plain model is one copy whatever the roles; a runner without a role refuses its nodes
+    assert_eq!(full.weight_bytes(), full.for_roles(renderer).weight_bytes());
+    let err = execute(&graph, &Placement::serial(), vec![full.for_roles(renderer)]).unwrap_err();
+    assert!(err.to_string().contains("needs the planner model"), "{err}");
+    let runners = (0..3).map(|w| full.for_roles(Roles::of_workers(&graph, &p, &[w]))).collect();
+    let split = execute(&graph, &p, runners).unwrap();
+    assert_eq!(video(&split), video(&generate(ScheduleKind::FlashForward, &c, &model, &text, Placement::serial())));
 }

@@ -6,7 +6,9 @@
 //! that take them as input, and published K/V entries to the workers whose nodes read them (with
 //! FlashForward on one worker per stage: latents k → k+1 and the anchor broadcast; each stage bank
 //! stays on its worker). A worker pulls messages only when a node needs them, so a bounded bank
-//! is never overrun by a fast producer. Deadlock-free: every dependency has a smaller id.
+//! is never overrun by a fast producer. Every dependency has a smaller id. K/V travels over one
+//! bounded link per (publisher, reader) pair: a dedicated planner blocks when a reader has a block
+//! and a window step unread, so K/V alive in channels does not grow with the video.
 //!
 //! * serial: [`Placement::serial`];
 //! * wavefront: [`Placement::wavefront`] (planner first on worker 0, then one worker per stage);
@@ -22,16 +24,17 @@ mod batch;
 mod batched;
 mod dit;
 mod noise;
+mod placement;
 mod worker;
 
 pub use batched::{execute_batched, waves};
-pub use dit::DitRunner;
+pub use dit::{DitRunner, Roles};
 pub use noise::NoiseSpec;
+pub use placement::{Placement, PlannerPlacement};
 
 use crate::bank::{Entry, WorkerBanks, bank_plan};
 use crate::error::{Result, SchedError};
 use crate::schedule::{Graph, Node, NodeId};
-use crate::sim::Placement;
 use crate::trace::Trace;
 
 /// What running one node gives: its x0 estimate and one K/V entry per published key.
@@ -76,7 +79,8 @@ pub struct Execution<X> {
     pub trace: Trace,
     /// Model forward calls (fewer than nodes when the batched executor packs them).
     pub forwards: usize,
-    /// Peak bytes held in each worker's banks.
+    /// Peak bytes of K/V each worker kept alive: its banks, plus the entries it had published that
+    /// a reader on another worker had not taken yet (still on the publisher's device).
     pub peak_bank_bytes: Vec<usize>,
     /// The bank plan each worker ran with.
     pub banks: Vec<WorkerBanks>,
@@ -99,7 +103,7 @@ pub fn execute<R: Runner>(graph: &Graph, placement: &Placement, runners: Vec<R>)
             Ok(done) => {
                 outputs.extend(done.outputs);
                 spans.extend(done.spans);
-                peak.push(done.peak_bank_bytes);
+                peak.push(done.peak_kv_bytes);
             }
             // a worker whose peer failed reports a closed channel; keep the root cause
             Err(e) if first_err.as_ref().is_none_or(|f| worker::is_peer_stop(f) && !worker::is_peer_stop(&e)) => first_err = Some(e),
@@ -123,5 +127,7 @@ pub fn execute<R: Runner>(graph: &Graph, placement: &Placement, runners: Vec<R>)
 
 #[cfg(test)]
 mod dit_tests;
+#[cfg(test)]
+mod flow_tests;
 #[cfg(test)]
 mod tests;

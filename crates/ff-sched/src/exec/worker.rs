@@ -1,22 +1,24 @@
 //! The worker loop of the execution engine (see the module docs of `exec`).
 
-use super::Runner;
-use crate::bank::{Banks, WorkerBanks};
+use super::{Placement, Runner};
+use crate::bank::{Banks, Entry, WorkerBanks};
 use crate::error::{Result, SchedError};
 use crate::schedule::{Graph, KvKey, Node, NodeId};
-use crate::sim::Placement;
 use crate::trace::Span;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, channel, sync_channel};
 use std::time::{Duration, Instant};
 
 /// What one worker returns.
 pub(super) struct Done<X> {
     pub outputs: Vec<(NodeId, X)>,
     pub spans: Vec<Span>,
-    pub peak_bank_bytes: usize,
+    /// Peak bytes of the K/V entries the worker kept alive: its banks and what it sent that a
+    /// reader had not taken yet.
+    pub peak_kv_bytes: usize,
 }
 
 pub(super) fn is_peer_stop(e: &SchedError) -> bool {
@@ -30,30 +32,62 @@ struct Routes<'g> {
     consumers: Vec<Vec<NodeId>>,
     readers: HashMap<KvKey, Vec<usize>>,
     publisher: HashMap<KvKey, NodeId>,
+    /// `links[p][w]`: K/V entries worker `p` sends worker `w` over the whole graph.
+    links: Vec<Vec<usize>>,
+    /// Whether a worker only publishes K/V: it sends no latents and waits for nothing from
+    /// other workers (the dedicated planner).
+    kv_source: Vec<bool>,
 }
 
 impl<'g> Routes<'g> {
     fn new(graph: &'g Graph, placement: &Placement) -> Self {
+        let n = placement.workers();
         let worker: Vec<usize> = graph.nodes.iter().map(|n| placement.worker_of(n)).collect();
         let mut consumers = vec![Vec::new(); graph.nodes.len()];
         let mut readers: HashMap<KvKey, Vec<usize>> = HashMap::new();
         let mut publisher = HashMap::new();
-        for n in &graph.nodes {
-            if let Some(s) = n.source {
-                consumers[s].push(n.id);
+        let mut kv_source = vec![true; n];
+        for node in &graph.nodes {
+            if let Some(s) = node.source {
+                consumers[s].push(node.id);
             }
-            for k in &n.reads {
-                readers.entry(*k).or_default().push(worker[n.id]);
+            for &d in node.deps.iter().filter(|&&d| worker[d] != worker[node.id]) {
+                kv_source[worker[node.id]] = false;
+                kv_source[worker[d]] &= graph.nodes[node.id].source != Some(d);
             }
-            for k in &n.publishes {
-                publisher.insert(*k, n.id);
+            for k in &node.reads {
+                readers.entry(*k).or_default().push(worker[node.id]);
+            }
+            for k in &node.publishes {
+                publisher.insert(*k, node.id);
             }
         }
-        for r in readers.values_mut() {
+        let mut links = vec![vec![0; n]; n];
+        for (key, r) in readers.iter_mut() {
             r.sort_unstable();
             r.dedup();
+            if let Some(&p) = publisher.get(key) {
+                for &w in r.iter().filter(|&&w| w != worker[p]) {
+                    links[worker[p]][w] += 1;
+                }
+            }
         }
-        Self { graph, worker, consumers, readers, publisher }
+        Self { graph, worker, consumers, readers, publisher, links, kv_source }
+    }
+
+    /// Capacity of the K/V link `p → w`. A K/V source (the dedicated planner) can only be held up
+    /// by full links, so its links hold one planner block plus one window step: readers take
+    /// anchors in publication order as their windows advance (by `G − 1` anchors), and the
+    /// planner blocks instead of running ahead. Other links hold all their entries, since the
+    /// producer's later nodes may be what a reader waits for (the shared prologue publishes every
+    /// anchor before it renders).
+    fn capacity(&self, p: usize, w: usize) -> usize {
+        let c = &self.graph.contract.config;
+        match self.kv_source[p] {
+            true => self.links[p][w].min(c.planner_block + c.anchor_window),
+            false => self.links[p][w],
+        }
+        .max(1)
     }
 
     /// Consumers of `node`'s latent on worker `w`.
@@ -70,14 +104,42 @@ impl<'g> Routes<'g> {
     }
 }
 
+/// K/V entries a worker has sent that some reader has not taken yet: still alive on the sender's
+/// device. Key → (readers left, bytes).
+#[derive(Default)]
+struct InFlight(Mutex<HashMap<KvKey, (usize, usize)>>);
+
+impl InFlight {
+    fn sent(&self, key: KvKey, readers: usize, bytes: usize) {
+        self.0.lock().expect("in-flight lock").insert(key, (readers, bytes));
+    }
+
+    fn taken(&self, key: KvKey) {
+        let mut map = self.0.lock().expect("in-flight lock");
+        if let Some((left, _)) = map.get_mut(&key) {
+            *left -= 1;
+            if *left == 0 {
+                map.remove(&key);
+            }
+        }
+    }
+
+    /// Bytes in flight of entries that `banks` does not also hold (clones share memory).
+    fn bytes<T: Entry>(&self, banks: &Banks<T>) -> usize {
+        self.0.lock().expect("in-flight lock").iter().filter(|(k, _)| !banks.has(**k)).map(|(_, (_, b))| b).sum()
+    }
+}
+
 struct Inbox<X, K> {
     latents: Receiver<(NodeId, X)>,
-    kv: Receiver<(KvKey, K)>,
+    /// One receiver per sending worker (`None` where nothing is sent).
+    kv: Vec<Option<Receiver<(KvKey, K)>>>,
 }
 
 struct Outbox<X, K> {
     latents: Vec<Sender<(NodeId, X)>>,
-    kv: Vec<Sender<(KvKey, K)>>,
+    /// One bounded sender per reading worker (`None` where nothing is sent).
+    kv: Vec<Option<SyncSender<(KvKey, K)>>>,
 }
 
 /// Waits for a message, giving up when a peer has failed.
@@ -97,6 +159,7 @@ struct Worker<'a, 'g, R: Runner> {
     plan: &'a WorkerBanks,
     start: Instant,
     abort: &'a AtomicBool,
+    in_flight: &'a [InFlight],
     inbox: Inbox<R::Latent, R::Kv>,
     outbox: Outbox<R::Latent, R::Kv>,
 }
@@ -106,7 +169,7 @@ impl<R: Runner> Worker<'_, '_, R> {
         let graph = self.routes.graph;
         let mut banks: Banks<R::Kv> = Banks::new(graph, self.plan);
         let mut latents: HashMap<NodeId, (R::Latent, usize)> = HashMap::new();
-        let mut done = Done { outputs: Vec::new(), spans: Vec::new(), peak_bank_bytes: 0 };
+        let mut done = Done { outputs: Vec::new(), spans: Vec::new(), peak_kv_bytes: 0 };
         let send_err = |_| SchedError::PeerStopped { worker: self.id };
         for node in graph.nodes.iter().filter(|n| self.routes.worker[n.id] == self.id) {
             let source = match node.source {
@@ -114,11 +177,7 @@ impl<R: Runner> Worker<'_, '_, R> {
                 None => None,
             };
             for key in &node.reads {
-                let remote = self.routes.publisher.get(key).is_some_and(|&p| self.routes.worker[p] != self.id);
-                while remote && !banks.has(*key) {
-                    let (k, kv) = recv(&self.inbox.kv, self.abort, self.id)?;
-                    banks.publish(k, runner.adopt_kv(kv))?;
-                }
+                self.pull(*key, &mut banks, &runner)?;
             }
             let reads = banks.segments(&node.reads)?;
             let t0 = self.start.elapsed().as_secs_f64();
@@ -126,7 +185,7 @@ impl<R: Runner> Worker<'_, '_, R> {
             let t1 = self.start.elapsed().as_secs_f64();
             done.spans.push(Span { node: node.id, worker: self.id, start: t0, end: t1 });
             self.publish(node, kvs, &mut banks)?;
-            done.peak_bank_bytes = done.peak_bank_bytes.max(banks.bytes());
+            done.peak_kv_bytes = done.peak_kv_bytes.max(banks.bytes() + self.in_flight[self.id].bytes(&banks));
             for w in self.routes.latent_targets(node.id) {
                 self.outbox.latents[w].send((node.id, x0.clone())).map_err(send_err)?;
             }
@@ -141,6 +200,20 @@ impl<R: Runner> Worker<'_, '_, R> {
         Ok(done)
     }
 
+    /// Takes K/V entries from the publisher of `key` (in publication order) until `key` is here.
+    fn pull(&self, key: KvKey, banks: &mut Banks<R::Kv>, runner: &R) -> Result<()> {
+        let Some(from) = self.routes.publisher.get(&key).map(|&p| self.routes.worker[p]).filter(|&p| p != self.id) else {
+            return Ok(());
+        };
+        let link = self.inbox.kv[from].as_ref().expect("a link from every publisher this worker reads");
+        while !banks.has(key) {
+            let (k, kv) = recv(link, self.abort, self.id)?;
+            self.in_flight[from].taken(k);
+            banks.publish(k, runner.adopt_kv(kv))?;
+        }
+        Ok(())
+    }
+
     fn publish(&self, node: &Node, kvs: Vec<R::Kv>, banks: &mut Banks<R::Kv>) -> Result<()> {
         if kvs.len() != node.publishes.len() {
             return Err(SchedError::Worker {
@@ -150,8 +223,13 @@ impl<R: Runner> Worker<'_, '_, R> {
         }
         for (key, kv) in node.publishes.iter().zip(kvs) {
             let readers = self.routes.readers.get(key).map_or(&[][..], Vec::as_slice);
-            for &w in readers.iter().filter(|&&w| w != self.id) {
-                self.outbox.kv[w].send((*key, kv.clone())).map_err(|_| SchedError::PeerStopped { worker: self.id })?;
+            let remote: Vec<usize> = readers.iter().copied().filter(|&w| w != self.id).collect();
+            if !remote.is_empty() {
+                self.in_flight[self.id].sent(*key, remote.len(), kv.bytes());
+            }
+            for w in remote {
+                let link = self.outbox.kv[w].as_ref().expect("a link to every reader");
+                link.send((*key, kv.clone())).map_err(|_| SchedError::PeerStopped { worker: self.id })?;
             }
             if readers.contains(&self.id) {
                 banks.publish(*key, kv)?;
@@ -186,24 +264,36 @@ pub(super) fn run_all<R: Runner>(
     let routes = Routes::new(graph, placement);
     let n = placement.workers();
     let (lat_tx, lat_rx): (Vec<_>, Vec<_>) = (0..n).map(|_| channel()).unzip();
-    let (kv_tx, kv_rx): (Vec<_>, Vec<_>) = (0..n).map(|_| channel()).unzip();
+    // kv_tx[p][w] / kv_rx[w][p]: the K/V link from worker p to worker w
+    let mut kv_tx: Vec<Vec<Option<SyncSender<_>>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut kv_rx: Vec<Vec<Option<Receiver<_>>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    for p in 0..n {
+        for w in (0..n).filter(|&w| routes.links[p][w] > 0) {
+            let (tx, rx) = sync_channel(routes.capacity(p, w));
+            kv_tx[p][w] = Some(tx);
+            kv_rx[w][p] = Some(rx);
+        }
+    }
+    let in_flight: Vec<InFlight> = (0..n).map(|_| InFlight::default()).collect();
     let abort = AtomicBool::new(false);
     let start = Instant::now();
     let workers: Vec<Worker<R>> = lat_rx
         .into_iter()
         .zip(kv_rx)
+        .zip(kv_tx)
         .enumerate()
-        .map(|(id, (latents, kv))| Worker {
+        .map(|(id, ((latents, kv_in), kv_out))| Worker {
             id,
             routes: &routes,
             plan: &plans[id],
             start,
             abort: &abort,
-            inbox: Inbox { latents, kv },
-            outbox: Outbox { latents: lat_tx.clone(), kv: kv_tx.clone() },
+            in_flight: &in_flight,
+            inbox: Inbox { latents, kv: kv_in },
+            outbox: Outbox { latents: lat_tx.clone(), kv: kv_out },
         })
         .collect();
-    drop((lat_tx, kv_tx));
+    drop(lat_tx);
     let guarded = |w: Worker<R>, r: R| {
         let id = w.id;
         let result = catch_unwind(AssertUnwindSafe(|| w.run(r)))

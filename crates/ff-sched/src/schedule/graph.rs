@@ -8,7 +8,6 @@
 //! source plus the publishers of everything it reads; every dep has a smaller id, so id order is
 //! a topological order, and the order in which one worker runs its nodes.
 
-use super::ScheduleKind;
 use crate::contract::Contract;
 use crate::error::{Result, SchedError};
 use std::collections::HashMap;
@@ -87,9 +86,10 @@ pub struct Node {
 }
 
 /// A schedule's generation graph over a contract.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Graph {
-    pub schedule: ScheduleKind,
+    /// Name of the schedule (a [`super::ScheduleKind`] name, or a custom one).
+    pub schedule: String,
     pub contract: Contract,
     pub nodes: Vec<Node>,
     /// Number of chunk history banks (`KvKey::Chunk::bank` is below it).
@@ -98,8 +98,9 @@ pub struct Graph {
     pub history_capacity: usize,
 }
 
-/// Node description handed to [`GraphBuilder::push`]; ids and deps are filled in.
-pub(super) struct NodeSpec {
+/// Node description handed to [`GraphBuilder::push`]; ids, timesteps and deps are filled in.
+#[derive(Debug, Clone)]
+pub struct NodeSpec {
     pub kind: NodeKind,
     pub unit: Unit,
     pub stage: usize,
@@ -111,8 +112,10 @@ pub(super) struct NodeSpec {
     pub output: bool,
 }
 
-/// Assigns ids and derives dependency edges from sources and published keys.
-pub(super) struct GraphBuilder<'a> {
+/// Builds a [`Graph`]: assigns ids and derives dependency edges from sources and published keys.
+/// [`GraphBuilder::planner`] and [`GraphBuilder::rollout`] add the planner and the chunk × stage
+/// rollout of a [`Rule`](super::Rule); [`GraphBuilder::push`] adds any other forward.
+pub struct GraphBuilder<'a> {
     contract: &'a Contract,
     nodes: Vec<Node>,
     publisher: HashMap<KvKey, NodeId>,
@@ -123,6 +126,11 @@ impl<'a> GraphBuilder<'a> {
         Self { contract, nodes: Vec::new(), publisher: HashMap::new() }
     }
 
+    pub fn contract(&self) -> &'a Contract {
+        self.contract
+    }
+
+    /// Adds one forward; everything it reads must have been published by an earlier node.
     pub fn push(&mut self, spec: NodeSpec) -> Result<NodeId> {
         let id = self.nodes.len();
         let mut deps: Vec<NodeId> = spec.source.into_iter().collect();
@@ -157,8 +165,32 @@ impl<'a> GraphBuilder<'a> {
         Ok(id)
     }
 
-    pub fn finish(self, schedule: ScheduleKind, history_banks: usize, history_capacity: usize) -> Graph {
-        Graph { schedule, contract: self.contract.clone(), nodes: self.nodes, history_banks, history_capacity }
+    /// The graph named `schedule`. History banks and their capacity follow from the nodes: one
+    /// bank per bank index published or read, holding the longest tail one node reads from a bank.
+    pub fn finish(self, schedule: impl Into<String>) -> Graph {
+        let mut banks = 0;
+        let mut capacity = 0;
+        for n in &self.nodes {
+            let mut per_bank: HashMap<usize, usize> = HashMap::new();
+            for key in n.reads.iter().chain(&n.publishes) {
+                if let KvKey::Chunk { bank, .. } = key {
+                    banks = banks.max(bank + 1);
+                }
+            }
+            for key in &n.reads {
+                if let KvKey::Chunk { bank, .. } = key {
+                    *per_bank.entry(*bank).or_default() += 1;
+                }
+            }
+            capacity = per_bank.values().copied().fold(capacity, usize::max);
+        }
+        Graph {
+            schedule: schedule.into(),
+            contract: self.contract.clone(),
+            nodes: self.nodes,
+            history_banks: banks,
+            history_capacity: capacity,
+        }
     }
 }
 

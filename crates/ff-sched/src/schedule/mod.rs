@@ -8,11 +8,18 @@
 //! | `hiar` | predecessors re-encoded at the next level, per stage | S per chunk but the last |
 //! | `n-c-causal-rcm` | K/V of earlier chunks' final-stage forwards | 0 (serial) |
 //! | `bidirectional` | nothing: whole clip per forward | 0 |
+//!
+//! Other contracts: a [`GraphBuilder`] with [`GraphBuilder::planner`] and
+//! [`GraphBuilder::rollout`] under a [`Rule`] (anchor window `Γ`, history source and length), or
+//! single forwards with [`GraphBuilder::push`]. A [`Graph`] serialises to JSON (serde) and to
+//! Graphviz DOT ([`Graph::to_dot`]).
 
 mod build;
+mod dot;
 mod graph;
 
-pub use graph::{Counts, Graph, KvKey, Node, NodeId, NodeKind, Unit};
+pub use build::{AnchorWindow, HistorySource, Rule};
+pub use graph::{Counts, Graph, GraphBuilder, KvKey, Node, NodeId, NodeKind, NodeSpec, Unit};
 
 use crate::contract::Contract;
 use crate::error::{Result, SchedError};

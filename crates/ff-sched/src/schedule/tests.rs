@@ -160,3 +160,64 @@ fn schedule_names_round_trip() {
     }
     assert!("wavefront".parse::<ScheduleKind>().unwrap_err().to_string().contains("flashforward"));
 }
+
+#[test]
+fn a_custom_rule_reads_its_own_window_and_history() {
+    // Γ of 2 anchors (the contract's windows of G = 2), stage-matched history of H = 3 chunks
+    let c = Contract::new(ContractConfig::new(41).with_anchor_window(2).with_history(3)).unwrap();
+    let gamma = |i: usize| c.window(i).collect::<Vec<usize>>();
+    let mut b = GraphBuilder::new(&c);
+    b.planner().unwrap();
+    b.rollout(&Rule { anchors: Some(&gamma), history: HistorySource::StageMatched, history_len: 3 }).unwrap();
+    let g = b.finish("gamma2-h3");
+    assert_eq!(g.schedule, "gamma2-h3");
+    assert_eq!((g.history_banks, g.history_capacity), (4, 3));
+    let render =
+        |i: usize, k: usize| g.nodes.iter().find(|n| n.kind == NodeKind::Render && n.unit == Unit::Chunk(i) && n.level == k).unwrap();
+    // chunk 5 (15-17) reads anchors {10, 20} (indices 1, 2) and the stage-2 K/V of chunks 2..5
+    let n = render(5, 2);
+    let want: Vec<KvKey> =
+        [KvKey::Anchor(1), KvKey::Anchor(2)].into_iter().chain((2..5).map(|chunk| KvKey::Chunk { bank: 2, chunk })).collect();
+    assert_eq!(n.reads, want);
+    // its dependencies: its own stage 1, the stage-2 forwards of chunks 2..4, the first anchor block
+    let cache0 = g.nodes.iter().find(|n| n.kind == NodeKind::PlannerCache && n.unit == Unit::Block(0)).unwrap().id;
+    let mut deps = vec![render(5, 1).id, cache0];
+    deps.extend((2..5).map(|i| render(i, 2).id));
+    deps.sort_unstable();
+    assert_eq!(n.deps, deps);
+    // forwards: the same count as FlashForward's (the rule changes reads, not forwards)
+    let (np, nc) = (c.num_blocks(), c.num_chunks());
+    assert_eq!(g.counts().forwards, np * 5 + nc * 4);
+}
+
+#[test]
+fn the_builder_rejects_reads_of_unpublished_entries() {
+    let c = Contract::new(ContractConfig::new(21)).unwrap();
+    let gamma = |i: usize| c.window(i).collect::<Vec<usize>>();
+    // anchors without a planner to publish them
+    let err =
+        GraphBuilder::new(&c).rollout(&Rule { anchors: Some(&gamma), history: HistorySource::StageMatched, history_len: 5 }).unwrap_err();
+    assert!(err.to_string().contains("Anchor(0)"), "{err}");
+}
+
+#[test]
+fn graphs_serialise_to_json_and_dot() {
+    let g = graph(ScheduleKind::FlashForward, 21, 4);
+    let json = serde_json::to_value(&g).unwrap();
+    assert_eq!(json["schedule"], "flashforward");
+    assert_eq!(json["contract"]["config"]["latents"], 21);
+    assert_eq!(json["contract"]["anchors"], serde_json::json!([0, 10, 20]));
+    let nodes = json["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), g.nodes.len());
+    assert_eq!(nodes[4]["kind"], "planner-cache");
+    assert_eq!(nodes[4]["publishes"], serde_json::json!([{ "anchor": 0 }, { "anchor": 1 }, { "anchor": 2 }]));
+    let r = g.nodes.iter().find(|n| n.kind == NodeKind::Render && n.unit == Unit::Chunk(1) && n.level == 0).unwrap();
+    assert_eq!(nodes[r.id]["reads"][3], serde_json::json!({ "chunk": { "bank": 0, "chunk": 0 } }));
+    assert_eq!(nodes[r.id]["deps"], serde_json::json!(r.deps));
+    let dot = g.to_dot();
+    assert!(dot.starts_with("digraph \"flashforward\" {"));
+    assert_eq!(dot.matches("[label=").count(), g.nodes.len());
+    let edges: usize = g.nodes.iter().map(|n| n.deps.len()).sum();
+    assert_eq!(dot.matches(" -> ").count(), edges);
+    assert!(dot.contains(&format!("n{} -> n{} [style=dashed]", 4, r.id)), "anchor read edge");
+}

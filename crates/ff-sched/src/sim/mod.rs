@@ -13,80 +13,9 @@
 //! devices are modelled as one worker with ideal context parallelism (forward cost / K).
 
 use crate::error::{Result, SchedError};
+use crate::exec::Placement;
 use crate::schedule::{Graph, Node};
 use crate::trace::{Span, Trace};
-
-/// Where the planner runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlannerPlacement {
-    /// On stage worker 0, ahead of rendering (node order puts all planner nodes first).
-    Shared,
-    /// On a dedicated worker (index `stage_workers`) concurrently with rendering.
-    Dedicated,
-}
-
-/// Assignment of graph nodes to workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Placement {
-    pub stage_workers: usize,
-    pub planner: PlannerPlacement,
-}
-
-impl Placement {
-    /// Everything on one worker.
-    pub fn serial() -> Self {
-        Self { stage_workers: 1, planner: PlannerPlacement::Shared }
-    }
-
-    /// One worker per stage (`workers` of them), planner on worker 0 first.
-    pub fn wavefront(workers: usize) -> Self {
-        Self { stage_workers: workers, planner: PlannerPlacement::Shared }
-    }
-
-    /// Stage workers plus a dedicated planner worker.
-    pub fn streaming(workers: usize) -> Self {
-        Self { stage_workers: workers, planner: PlannerPlacement::Dedicated }
-    }
-
-    pub fn validate(&self) -> Result<()> {
-        if self.stage_workers == 0 {
-            return Err(SchedError::Config("--devices must be at least 1".into()));
-        }
-        Ok(())
-    }
-
-    /// Total workers.
-    pub fn workers(&self) -> usize {
-        self.stage_workers + usize::from(self.planner == PlannerPlacement::Dedicated)
-    }
-
-    /// Display names of the workers: "stage k" (or "stages k, k+N, …" with fewer workers than
-    /// stages) and "planner".
-    pub fn names(&self, stages: usize) -> Vec<String> {
-        let mut names: Vec<String> = (0..self.stage_workers)
-            .map(|w| {
-                let own: Vec<String> = (w..stages).step_by(self.stage_workers).map(|k| k.to_string()).collect();
-                match own.len() {
-                    0 => format!("worker {w} (idle)"),
-                    1 => format!("stage {}", own[0]),
-                    _ => format!("stages {}", own.join(", ")),
-                }
-            })
-            .collect();
-        if self.planner == PlannerPlacement::Dedicated {
-            names.push("planner".into());
-        }
-        names
-    }
-
-    pub fn worker_of(&self, node: &Node) -> usize {
-        match (node.kind.is_planner(), self.planner) {
-            (true, PlannerPlacement::Shared) => 0,
-            (true, PlannerPlacement::Dedicated) => self.stage_workers,
-            (false, _) => node.stage % self.stage_workers,
-        }
-    }
-}
 
 /// Replays `graph` on `placement` with per-node cost `cost`, returning the timeline.
 pub fn replay(graph: &Graph, placement: &Placement, cost: impl Fn(&Node) -> f64) -> Trace {
@@ -135,7 +64,7 @@ pub struct Simulation {
 /// Replays `graph` on `devices` stage workers under `cost`.
 pub fn simulate(graph: &Graph, devices: usize, cost: CostModel) -> Result<Simulation> {
     if !(cost.forward_seconds > 0.0 && cost.forward_seconds.is_finite()) {
-        return Err(SchedError::Config(format!("--forward-seconds must be positive, got {}", cost.forward_seconds)));
+        return Err(SchedError::Config(format!("the forward cost must be positive seconds, got {}", cost.forward_seconds)));
     }
     let placement = match cost.planner_devices {
         0 => Placement::wavefront(devices),

@@ -1,7 +1,8 @@
 use super::*;
 use crate::contract::{Contract, ContractConfig};
+use crate::exec::Placement;
 use crate::schedule::ScheduleKind;
-use crate::sim::{Placement, replay};
+use crate::sim::replay;
 
 fn setup() -> (Graph, Trace) {
     let g = ScheduleKind::FlashForward.build(&Contract::new(ContractConfig::new(21)).unwrap()).unwrap();

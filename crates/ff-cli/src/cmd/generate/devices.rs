@@ -10,7 +10,7 @@
 //! | streaming | the wavefront's stage workers + a dedicated planner worker |
 //! | batched | 1, running each dependency wave as one packed forward |
 
-use ff_sched::sim::Placement;
+use ff_sched::exec::Placement;
 
 use crate::backend::DeviceSpec;
 

@@ -16,8 +16,8 @@ use ff_model::dit::DitConfig;
 use ff_model::load::{CheckpointFile, CheckpointFiles, SafetensorsHeader};
 use ff_sched::Graph;
 use ff_sched::bank::{KvDims, bank_plan};
+use ff_sched::exec::{Placement, Roles};
 use ff_sched::schedule::{KvKey, NodeId};
-use ff_sched::sim::Placement;
 
 use super::devices::device_of;
 
@@ -82,9 +82,10 @@ pub fn available_ram() -> Result<u64> {
     mem_available(&text).context("/proc/meminfo has no MemAvailable line")
 }
 
-/// Tensor keys and element counts of a checkpoint: exact from safetensors headers; a pickle
-/// counts as its file size over 2 bytes per element when its name says bf16/fp16, else 4.
-pub fn checkpoint_contents(path: &Path) -> Result<(Vec<String>, u64)> {
+/// Tensor keys with their element counts, and the total, of a checkpoint: exact from safetensors
+/// headers; a pickle (no keys listed) counts as its file size over 2 bytes per element when its
+/// name says bf16/fp16, else 4.
+pub fn checkpoint_contents(path: &Path) -> Result<(Vec<(String, u64)>, u64)> {
     let files = CheckpointFiles::resolve(path).with_context(|| format!("cannot read checkpoint {}", path.display()))?;
     let mut keys = Vec::new();
     let mut elements = 0;
@@ -92,8 +93,11 @@ pub fn checkpoint_contents(path: &Path) -> Result<(Vec<String>, u64)> {
         match file {
             CheckpointFile::Safetensors(p) => {
                 let header = SafetensorsHeader::read(p)?;
-                elements += header.tensors.values().map(|t| t.shape.iter().product::<usize>() as u64).sum::<u64>();
-                keys.extend(header.tensors.into_keys());
+                for (key, t) in header.tensors {
+                    let n = t.shape.iter().product::<usize>() as u64;
+                    elements += n;
+                    keys.push((key, n));
+                }
             }
             CheckpointFile::Torch { path, .. } => {
                 let len = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
@@ -103,6 +107,14 @@ pub fn checkpoint_contents(path: &Path) -> Result<(Vec<String>, u64)> {
         }
     }
     Ok((keys, elements))
+}
+
+/// Elements of one full-weight DiT copy in a checkpoint, and whether it has roles: role vectors
+/// and adapters are merged into a planner and a renderer copy, so they add no elements.
+pub fn dit_contents(keys: &[(String, u64)], elements: u64) -> (u64, bool) {
+    let role = |k: &str| k.contains("role_embedding") || k.contains(".adapters.");
+    let role_elements: u64 = keys.iter().filter(|(k, _)| role(k)).map(|(_, n)| n).sum();
+    (elements - role_elements, keys.iter().any(|(k, _)| role(k)))
 }
 
 /// Peak activation bytes of one DiT forward of `q` query tokens over `k` self-attention keys
@@ -122,7 +134,8 @@ pub fn text_context_bytes(c: &DitConfig, dtype_bytes: usize) -> u64 {
 /// What the per-device estimate is made of.
 pub struct Sizes<'a> {
     pub dit: &'a DitConfig,
-    /// DiT parameters, and whether the checkpoint has roles (then a planner and a renderer copy).
+    /// Elements of one full-weight DiT copy, and whether the checkpoint has roles (then each role
+    /// is its own merged copy; a plain model is one copy for both).
     pub dit_elements: u64,
     pub roles: bool,
     /// VAE parameters and first-stage width (it decodes on device 0).
@@ -134,9 +147,18 @@ pub struct Sizes<'a> {
     pub dtype_bytes: usize,
 }
 
+/// DiT copies a device holds for `roles` (see `DitRunner::for_roles` and `DitRunner::to_device`).
+pub fn dit_copies(roles: Roles, has_roles: bool) -> u64 {
+    match has_roles {
+        true => u64::from(roles.planner) + u64::from(roles.renderer),
+        false => u64::from(roles.planner || roles.renderer),
+    }
+}
+
 /// The estimate of each of `devices` devices for `graph` on `placement`, whose forwards are
 /// `forwards` (node groups run as one packed forward: one node each, or the batched executor's
-/// waves; a packed forward's scores span all its queries and keys).
+/// waves; a packed forward's scores span all its queries and keys). The workers of a device share
+/// one DiT copy (and prompt K/V) per role they run.
 pub fn device_estimates(graph: &Graph, placement: &Placement, forwards: &[Vec<NodeId>], devices: usize, s: &Sizes) -> Vec<Estimate> {
     let c = s.dit;
     let [lh, lw] = s.latents;
@@ -163,10 +185,14 @@ pub fn device_estimates(graph: &Graph, placement: &Placement, forwards: &[Vec<No
         let e = &mut estimates[device_of(worker, devices)];
         e.add(format!("worker {worker} K/V banks"), banks.bytes(&dims) as u64);
         e.add(format!("worker {worker} biggest forward"), biggest);
-        e.add(format!("worker {worker} prompt K/V"), text_context_bytes(c, s.dtype_bytes) * (1 + u64::from(s.roles)));
     }
-    for e in estimates.iter_mut().filter(|e| !e.parts.is_empty()) {
-        e.add("DiT weights", s.dit_elements * dtype * (1 + u64::from(s.roles)));
+    for (d, e) in estimates.iter_mut().enumerate() {
+        let workers: Vec<usize> = (0..placement.workers()).filter(|&w| device_of(w, devices) == d).collect();
+        let copies = dit_copies(Roles::of_workers(graph, placement, &workers), s.roles);
+        if copies > 0 {
+            e.add("DiT weights", copies * s.dit_elements * dtype);
+            e.add("prompt K/V", copies * text_context_bytes(c, s.dtype_bytes));
+        }
     }
     let [h, w] = s.pixels;
     estimates[0].add("VAE weights", s.vae_elements * dtype);
@@ -262,9 +288,61 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let (mut keys, elements) = checkpoint_contents(&path).unwrap();
         keys.sort();
-        assert_eq!((keys, elements), (vec!["a".to_string(), "b".to_string()], 10));
+        assert_eq!((keys, elements), (vec![("a".to_string(), 6), ("b".to_string(), 4)], 10));
         std::fs::write(&path, b"junk").unwrap();
         assert!(checkpoint_contents(&path).unwrap_err().to_string().contains("w.safetensors"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn dit_weights_match_the_runners_measured_parameter_bytes() {
+        use burn::backend::NdArray;
+        use burn::tensor::{Distribution, Tensor};
+        use ff_model::LoraConfig;
+        use ff_model::dit::WanDit;
+        use ff_sched::exec::{DitRunner, NoiseSpec};
+        let fixtures = std::env::var_os("FF_FIXTURES")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
+        let dir = fixtures.join("wan_dit_tiny");
+        let config = DitConfig::from_json(dir.join("meta.json")).unwrap();
+        let path = dir.join("weights_wan.safetensors");
+        let (keys, total) = checkpoint_contents(&path).unwrap();
+        let dev = Default::default();
+        let plain = WanDit::<NdArray>::load(&config, &path, &dev).unwrap();
+        let with_roles = plain.clone().with_roles(&LoraConfig::new(2));
+        let contract = ff_sched::Contract::new(ff_sched::ContractConfig::new(41)).unwrap();
+        let graph = ff_sched::ScheduleKind::FlashForward.build(&contract).unwrap();
+        let text = Tensor::random([1, 10, config.text_dim], Distribution::Normal(0.0, 1.0), &dev);
+        let noise = NoiseSpec { seed: 1, channels: config.in_channels, height: 4, width: 4 };
+        for (model, role_keys) in [(plain, vec![]), (with_roles, vec![("role_embedding".to_string(), 2 * config.dim as u64)])] {
+            // a role checkpoint lists role vectors (and adapters) beside the backbone
+            let keys: Vec<(String, u64)> = keys.iter().cloned().chain(role_keys.clone()).collect();
+            let (elements, roles) = dit_contents(&keys, total + role_keys.iter().map(|(_, n)| n).sum::<u64>());
+            assert_eq!(roles, !role_keys.is_empty());
+            let sizes = Sizes {
+                dit: &config,
+                dit_elements: elements,
+                roles,
+                vae_elements: 0,
+                vae_base_dim: 8,
+                pixels: [32, 32],
+                latents: [4, 4],
+                dtype_bytes: 4,
+            };
+            let runner = DitRunner::new(&model, text.clone(), &contract, noise);
+            let single: Vec<Vec<NodeId>> = graph.nodes.iter().map(|n| vec![n.id]).collect();
+            for (placement, devices) in
+                [(Placement::serial(), 1), (Placement::wavefront(4), 4), (Placement::streaming(4), 5), (Placement::streaming(4), 2)]
+            {
+                let estimates = device_estimates(&graph, &placement, &single, devices, &sizes);
+                for (d, e) in estimates.iter().enumerate() {
+                    let workers: Vec<usize> = (0..placement.workers()).filter(|&w| device_of(w, devices) == d).collect();
+                    let measured = runner.for_roles(Roles::of_workers(&graph, &placement, &workers)).to_device(&dev).weight_bytes() as u64;
+                    let estimated: u64 = e.parts.iter().filter(|p| p.what == "DiT weights").map(|p| p.bytes).sum();
+                    assert_eq!(estimated, measured, "roles {roles}, {placement:?} on {devices} devices, device {d}");
+                }
+            }
+        }
     }
 }

@@ -30,6 +30,7 @@ use self::memory::human;
 use self::paths::FileFlags;
 use self::plan::Plan;
 use self::stream::Stop;
+use super::plan::ContractKnobs;
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use crate::progress::install_interrupt_flag;
 use crate::video::VideoSink;
@@ -48,6 +49,9 @@ pub struct Args {
     /// flashforward, self-forcing, hiar, n-c-causal-rcm or bidirectional.
     #[arg(long, default_value = "flashforward")]
     schedule: ScheduleKind,
+    /// The state contract (defaults: the paper's).
+    #[command(flatten)]
+    contract: ContractKnobs,
     /// Default: serial on one device, wavefront on several.
     #[arg(long, value_enum)]
     executor: Option<Executor>,

@@ -20,8 +20,8 @@ use ff_model::dit::DitConfig;
 use ff_model::text::PromptEmbedding;
 use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_sched::Graph;
-use ff_sched::exec::{DitRunner, NoiseSpec, execute, execute_batched};
-use ff_sched::sim::Placement;
+use ff_sched::exec::Placement;
+use ff_sched::exec::{DitRunner, NoiseSpec, Roles, execute, execute_batched};
 
 use super::devices::device_of;
 use super::stream::{Finished, InOrder, Stop, Streamed};
@@ -89,12 +89,19 @@ pub fn generate<B: AttentionBackend>(
     let load = load_start.elapsed();
 
     let (tx, rx) = channel::<Finished<Tensor<B, 5>>>();
-    let runners: Vec<_> = (0..job.placement.workers())
-        .map(|w| {
-            let device = &devices[device_of(w, devices.len())];
-            Streamed::new(base.to_device(device), w, tx.clone(), stop.clone())
+    // One model copy per device and role its workers run, shared by those workers.
+    let workers = job.placement.workers();
+    let per_device: Vec<DitRunner<B>> = devices
+        .iter()
+        .enumerate()
+        .map(|(d, device)| {
+            let on_device: Vec<usize> = (0..workers).filter(|&w| device_of(w, devices.len()) == d).collect();
+            base.for_roles(Roles::of_workers(job.graph, &job.placement, &on_device)).to_device(device)
         })
         .collect();
+    let runners: Vec<_> =
+        (0..workers).map(|w| Streamed::new(per_device[device_of(w, devices.len())].clone(), w, tx.clone(), stop.clone())).collect();
+    drop(per_device);
     drop((tx, base));
     let mut decoder = vae.stream_decoder();
     let mut order = InOrder::default();

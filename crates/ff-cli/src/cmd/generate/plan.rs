@@ -4,15 +4,15 @@
 
 use anyhow::Result;
 use ff_model::text::PromptEncoderFiles;
+use ff_sched::Graph;
+use ff_sched::exec::Placement;
 use ff_sched::exec::waves;
 use ff_sched::schedule::NodeId;
-use ff_sched::sim::Placement;
-use ff_sched::{Contract, ContractConfig, Graph};
 
 use super::Args;
 use super::configs::Configs;
 use super::devices::{Executor, device_name};
-use super::memory::{Estimate, Sizes, available_ram, checkpoint_contents, device_estimates};
+use super::memory::{Estimate, Sizes, available_ram, checkpoint_contents, device_estimates, dit_contents};
 use super::paths::{ModelFiles, hub_cache_dir};
 use super::prompt;
 use crate::backend::{DeviceSpec, Precision, dispatch};
@@ -49,7 +49,7 @@ impl Plan {
         let configs = Configs::read(&files)?;
         let latent_size = configs.latent_size(args.height, args.width)?;
         configs.check_latents(length.latents)?;
-        let graph = args.schedule.build(&Contract::new(ContractConfig::new(length.latents))?)?;
+        let graph = args.schedule.build(&args.contract.contract(length.latents)?)?;
         let several = args.devices.count() > 1;
         let executor = args.executor.unwrap_or(if several { Executor::Wavefront } else { Executor::Serial });
         let placement = executor.placement(graph.contract.stages(), &args.devices);
@@ -80,12 +80,15 @@ impl Plan {
             };
             text.check("cpu (text encoder)", cpu)?;
         }
-        // A training run serves its roles as two merged models of its base DiT's size.
-        let (roles, dit_elements) = match ff_train::checkpoint::merged_weights(&self.files.dit)? {
-            Some(weights) => (true, checkpoint_contents(&weights)?.1),
+        // A training run serves its roles as merged models of its base DiT's size.
+        let (dit_elements, roles) = match ff_train::checkpoint::merged_weights(&self.files.dit)? {
+            Some(weights) => {
+                let (keys, total) = checkpoint_contents(&weights)?;
+                (dit_contents(&keys, total).0, true)
+            }
             None => {
-                let (keys, elements) = checkpoint_contents(&self.files.dit)?;
-                (keys.iter().any(|k| k.contains("role_embedding")), elements)
+                let (keys, total) = checkpoint_contents(&self.files.dit)?;
+                dit_contents(&keys, total)
             }
         };
         let (_, vae_elements) = checkpoint_contents(&self.files.vae)?;
@@ -123,15 +126,19 @@ impl Plan {
     /// One line about the run.
     pub fn describe(&self, args: &Args) -> String {
         let counts = self.graph.counts();
+        let c = &self.graph.contract.config;
+        let anchors = if c.use_anchors { format!("Δ = {}, G = {}", c.anchor_stride, c.anchor_window) } else { "no anchors".into() };
         format!(
-            "{} latents ({} frames, {:.2} s at {FPS} FPS), {}x{} px, schedule {}, executor {} on {} worker(s); \
-             {} forwards ({} cache-update)",
+            "{} latents ({} frames, {:.2} s at {FPS} FPS), {}x{} px, schedule {} (S = {}, {anchors}, H = {}), executor {} on {} \
+             worker(s); {} forwards ({} cache-update)",
             self.length.latents,
             self.length.frames,
             self.length.seconds(),
             args.width,
             args.height,
             args.schedule,
+            c.stages,
+            c.history,
             format!("{:?}", self.executor).to_lowercase(),
             self.placement.workers(),
             counts.forwards,
