@@ -3,6 +3,7 @@
 //! writer ([`ff_tests::torch`]), so no torch is needed.
 
 use burn::backend::NdArray;
+use burn::tensor::TensorData;
 use ff_model::dit::{DitConfig, WanDit};
 use ff_model::fixture::{FixtureMeta, check_dit_model};
 use ff_model::load::read_tensors;

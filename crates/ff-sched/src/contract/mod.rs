@@ -141,6 +141,11 @@ impl Contract {
         self.windows[self.chunk_window[chunk]].clone()
     }
 
+    /// Planner block holding anchor index `anchor`.
+    pub fn block_of(&self, anchor: usize) -> usize {
+        anchor / self.config.planner_block
+    }
+
     /// `Tail_len(chunk)`: the `len` chunks before `chunk` (fewer at the start).
     pub fn tail(&self, chunk: usize, len: usize) -> Range<usize> {
         chunk.saturating_sub(len)..chunk
