@@ -4,11 +4,11 @@
 //! `generator`, keys prefixed `model.`). One ordered table maps every layout to module paths:
 //! first diffusers names to Wan names, then Wan names to this crate's module paths.
 
-use kernels_cubecl::AttentionBackend;
 use super::config::DitConfig;
 use super::model::WanDit;
 use crate::error::Result;
 use crate::load::{CheckpointFiles, KeyRemap, load_checkpoint};
+use kernels_cubecl::AttentionBackend;
 use std::path::Path;
 
 /// File key → module path rewrites, applied in order.

@@ -6,7 +6,11 @@
 //! Planner nodes run the planner model, all other nodes the renderer model; a model with roles is
 //! merged into one full-weight model per role (as the paper serves them), a plain model serves
 //! both. Published K/V: the chunk's entry, or one entry per anchor frame for planner blocks.
-//! A batch of independent nodes runs as one `forward_chunks` call, one batch element per node.
+//! A node reads its entries through the runner's in-place K/V windows ([`window`]), never a
+//! per-layer concatenation. A batch of independent nodes runs as one `forward_chunks` call, one
+//! batch element per node, each attending through its own window.
+
+mod window;
 
 use super::batch::BatchContext;
 use super::noise::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
@@ -19,7 +23,8 @@ use burn::module::Module;
 use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
 use ff_model::FlowMatch;
-use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, SegmentContext, TextContext, WanDit};
+use ff_model::dit::{ChunkKv, FrameLayout, KvContext, LayerKv, Role, SegmentContext, TextContext, WanDit};
+use window::{WindowKey, Windows};
 
 impl<B: AttentionBackend> Entry for ChunkKv<B> {
     fn bytes(&self) -> usize {
@@ -37,6 +42,7 @@ pub struct DitRunner<B: AttentionBackend> {
     noise: NoiseSpec,
     /// σ of every level `0..=S`.
     sigmas: Vec<f64>,
+    windows: Windows<B>,
     device: B::Device,
 }
 
@@ -54,6 +60,7 @@ impl<B: AttentionBackend> DitRunner<B> {
             renderer,
             noise,
             sigmas: (0..=contract.stages()).map(|l| contract.sigma(l)).collect(),
+            windows: Windows::new(contract, model.config(), noise.height, noise.width, &model.device()),
             device: model.device(),
         }
     }
@@ -68,6 +75,7 @@ impl<B: AttentionBackend> DitRunner<B> {
             renderer_text: text(&self.renderer_text),
             noise: self.noise,
             sigmas: self.sigmas.clone(),
+            windows: self.windows.to_device(device),
             device: device.clone(),
         }
     }
@@ -102,6 +110,38 @@ impl<B: AttentionBackend> DitRunner<B> {
     }
 }
 
+impl<B: AttentionBackend> DitRunner<B> {
+    /// `nodes` (one model, equal frame counts, distinct windows) as one `forward_chunks` call.
+    fn forward_batch(
+        &mut self,
+        nodes: &[&Node],
+        sources: &[Option<&Tensor<B, 5>>],
+        reads: &[Vec<&ChunkKv<B>>],
+    ) -> Result<Vec<NodeResult<Self>>> {
+        let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
+        let keys = nodes.iter().zip(reads).map(|(n, r)| self.windows.prepare(n, r)).collect::<Result<Vec<_>>>()?;
+        let (model, text) = self.model(nodes[0]);
+        let ctx = BatchContext::new(keys.iter().map(|k| k.map(|k| self.windows.window(k))).collect());
+        let layouts: Vec<FrameLayout> = nodes.iter().map(|n| FrameLayout::frames(n.positions.clone(), Role::Base)).collect();
+        let timesteps: Vec<Vec<f64>> = nodes.iter().map(|n| n.timesteps.clone()).collect();
+        let first = nodes[0].id;
+        let out = model
+            .forward_chunks(Tensor::cat(inputs.clone(), 0), &timesteps, &layouts, text, &ctx)
+            .map_err(|source| SchedError::Model { node: first, source })?;
+        for (node, key) in nodes.iter().zip(&keys) {
+            if let Some(k) = key {
+                self.windows.published(node, *k)?;
+            }
+        }
+        Ok(nodes
+            .iter()
+            .zip(inputs)
+            .enumerate()
+            .map(|(b, (node, x))| self.finish(node, x, out.prediction.clone().narrow(0, b, 1), out.kv.batch_element(b)))
+            .collect())
+    }
+}
+
 /// Tokens `start..start + len` of every layer.
 fn narrow_kv<B: AttentionBackend>(kv: &ChunkKv<B>, start: usize, len: usize) -> ChunkKv<B> {
     ChunkKv {
@@ -119,17 +159,26 @@ impl<B: AttentionBackend> Runner for DitRunner<B> {
 
     fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<(Tensor<B, 5>, Vec<ChunkKv<B>>)> {
         let x = self.input(node, source);
+        let key = self.windows.prepare(node, reads)?;
         let (model, text) = self.model(node);
         let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
-        let ctx = SegmentContext::new(reads.to_vec());
+        let alone = SegmentContext::empty();
+        let ctx: &dyn KvContext<B> = match key {
+            Some(k) => self.windows.window(k),
+            None => &alone,
+        };
         let out = model
-            .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, text, &ctx)
+            .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, text, ctx)
             .map_err(|source| SchedError::Model { node: node.id, source })?;
+        if let Some(k) = key {
+            self.windows.published(node, k)?;
+        }
         Ok(self.finish(node, x, out.prediction, out.kv))
     }
 
     /// One batched forward (`forward_chunks`, one batch element per node, see
-    /// [`BatchContext`]); a single node runs as [`Runner::run`].
+    /// [`BatchContext`]); a single node runs as [`Runner::run`]. Nodes sharing a window (never
+    /// the nodes of one wave of the built schedules) go to separate forwards.
     fn run_batch(
         &mut self,
         nodes: &[&Node],
@@ -144,20 +193,23 @@ impl<B: AttentionBackend> Runner for DitRunner<B> {
         if nodes.iter().any(|n| n.kind.is_planner() != nodes[0].kind.is_planner() || n.positions.len() != frames) {
             return Err(SchedError::Worker { worker: 0, reason: format!("batch at node {first} mixes models or frame counts") });
         }
-        let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
-        let (model, text) = self.model(nodes[0]);
-        let ctx = BatchContext::new(reads, first)?;
-        let layouts: Vec<FrameLayout> = nodes.iter().map(|n| FrameLayout::frames(n.positions.clone(), Role::Base)).collect();
-        let timesteps: Vec<Vec<f64>> = nodes.iter().map(|n| n.timesteps.clone()).collect();
-        let out = model
-            .forward_chunks(Tensor::cat(inputs.clone(), 0), &timesteps, &layouts, text, &ctx)
-            .map_err(|source| SchedError::Model { node: first, source })?;
-        Ok(nodes
-            .iter()
-            .zip(inputs)
-            .enumerate()
-            .map(|(b, (node, x))| self.finish(node, x, out.prediction.clone().narrow(0, b, 1), out.kv.batch_element(b)))
-            .collect())
+        let mut results = Vec::with_capacity(nodes.len());
+        let mut start = 0;
+        while start < nodes.len() {
+            let mut used: Vec<WindowKey> = Vec::new();
+            let mut end = start;
+            for n in &nodes[start..] {
+                let key = (!n.reads.is_empty()).then(|| WindowKey::of(n));
+                if key.is_some_and(|k| used.contains(&k)) {
+                    break;
+                }
+                used.extend(key);
+                end += 1;
+            }
+            results.extend(self.forward_batch(&nodes[start..end], &sources[start..end], &reads[start..end])?);
+            start = end;
+        }
+        Ok(results)
     }
 
     fn adopt_latent(&self, latent: Tensor<B, 5>) -> Tensor<B, 5> {
