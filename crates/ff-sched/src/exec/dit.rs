@@ -23,7 +23,7 @@ use burn::module::Module;
 use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
 use ff_model::FlowMatch;
-use ff_model::dit::{ChunkKv, FrameLayout, KvContext, LayerKv, Role, SegmentContext, TextContext, WanDit};
+use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, TextContext, WanDit};
 use window::{WindowKey, Windows};
 
 impl<B: AttentionBackend> Entry for ChunkKv<B> {
@@ -111,7 +111,8 @@ impl<B: AttentionBackend> DitRunner<B> {
 }
 
 impl<B: AttentionBackend> DitRunner<B> {
-    /// `nodes` (one model, equal frame counts, distinct windows) as one `forward_chunks` call.
+    /// `nodes` (one model, equal frame counts, distinct windows) as one `forward_chunks` call
+    /// (a single node too, so that every executor runs the same attention calls).
     fn forward_batch(
         &mut self,
         nodes: &[&Node],
@@ -158,22 +159,7 @@ impl<B: AttentionBackend> Runner for DitRunner<B> {
     type Kv = ChunkKv<B>;
 
     fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<(Tensor<B, 5>, Vec<ChunkKv<B>>)> {
-        let x = self.input(node, source);
-        let key = self.windows.prepare(node, reads)?;
-        let (model, text) = self.model(node);
-        let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
-        let alone = SegmentContext::empty();
-        let ctx: &dyn KvContext<B> = match key {
-            Some(k) => self.windows.window(k),
-            None => &alone,
-        };
-        let out = model
-            .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, text, ctx)
-            .map_err(|source| SchedError::Model { node: node.id, source })?;
-        if let Some(k) = key {
-            self.windows.published(node, k)?;
-        }
-        Ok(self.finish(node, x, out.prediction, out.kv))
+        Ok(self.forward_batch(&[node], &[source], &[reads.to_vec()])?.remove(0))
     }
 
     /// One batched forward (`forward_chunks`, one batch element per node, see
