@@ -1,46 +1,53 @@
-//! Attention entry point of the DiT.
-//!
-//! `attention(q, k, v, mask)` over `[batch, heads, tokens, head_dim]` with an optional boolean
-//! mask (true = masked out) broadcast from `[1 or batch, 1 or heads, q_tokens, k_tokens]`.
-//! It runs Burn's fused attention, which CubeCL backends (CUDA, wgpu) execute as a flash kernel
-//! when no mask is given and NdArray as the reference path; every model forward goes through
-//! this one function, so a custom masked block-causal kernel plugs in here for all callers.
+//! Block-sparse attention of the DiT: `attention(q, k, v, &table)` over
+//! `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]`, scale
+//! `1/sqrt(head_dim)`, with the keys each query may see given by a frame-level [`BlockTable`]
+//! (never a token-level mask). Every DiT self-attention goes through this one function: it runs
+//! the backend's fused kernel ([`AttentionBackend::fused_attention`]) where there is one, else the
+//! portable [`blockwise`] path in stock tensor ops.
 
 mod backend;
+pub mod blockwise;
 mod table;
 
 pub use backend::AttentionBackend;
 pub use table::{BlockTable, QueryGroup};
 
-use burn::tensor::module::attention as burn_attention;
-use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Bool, Tensor};
+use burn::tensor::{Tensor, TensorPrimitive};
 
-/// Scaled dot-product attention (scale `1/sqrt(head_dim)`), softmax over keys.
-pub fn attention<B: AttentionBackend>(q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>, mask: Option<Tensor<B, 4, Bool>>) -> Tensor<B, 4> {
-    let [b, h, nq, _] = q.dims();
-    let nk = k.dims()[2];
-    let mask = mask.map(|m| m.expand([b, h, nq, nk]));
-    burn_attention(q, k, v, mask, None, AttentionModuleOptions::default())
+/// Block-sparse scaled dot-product attention; see the crate docs.
+///
+/// Panics when the token counts of `q`, `k`, `v` differ from the table's.
+pub fn attention<B: AttentionBackend>(q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>, table: &BlockTable) -> Tensor<B, 4> {
+    table.assert_tokens(q.dims()[2], k.dims()[2], v.dims()[2]);
+    let fused = B::fused_attention(
+        q.clone().into_primitive().tensor(),
+        k.clone().into_primitive().tensor(),
+        v.clone().into_primitive().tensor(),
+        table,
+    );
+    match fused {
+        Some(out) => Tensor::from_primitive(TensorPrimitive::Float(out)),
+        None => blockwise::attention(q, k, v, table),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use burn::backend::NdArray;
-    use burn::tensor::{Distribution, TensorData};
+    use burn::tensor::Distribution;
 
     #[test]
-    fn masking_all_but_one_key_returns_its_value() {
+    fn a_query_frame_with_one_allowed_key_frame_returns_its_values() {
         let dev = Default::default();
         let q = Tensor::<NdArray, 4>::random([1, 2, 3, 4], Distribution::Default, &dev);
         let k = Tensor::<NdArray, 4>::random([1, 2, 5, 4], Distribution::Default, &dev);
         let v = Tensor::<NdArray, 4>::random([1, 2, 5, 4], Distribution::Default, &dev);
-        let m: Vec<bool> = (0..15).map(|i| i % 5 != 2).collect();
-        let mask = Tensor::<NdArray, 4, Bool>::from_data(TensorData::new(m, [1, 1, 3, 5]), &dev);
-        let out = attention(q, k, v.clone(), Some(mask));
-        let want = v.narrow(2, 2, 1).expand([1, 2, 3, 4]);
-        let d: f32 = (out - want).abs().max().into_scalar();
+        // query frame 0 (2 tokens) sees key frame 1 (token 2) only; query frame 1 sees everything
+        let table = BlockTable::from_rules(&[2, 1], &[2, 1, 2], |q| if q == 0 { 1..2 } else { 0..3 });
+        let out = attention(q, k, v.clone(), &table);
+        let want = v.narrow(2, 2, 1).expand([1, 2, 2, 4]);
+        let d: f32 = (out.narrow(2, 0, 2) - want).abs().max().into_scalar();
         assert!(d < 1e-6);
     }
 }

@@ -142,14 +142,14 @@ fn kv_entries_of_another_model_are_errors() {
         assert!(matches!(err, ModelError::Input(_)) && err.to_string().contains("K/V segment 1"), "{what}: {err}");
     }
 
-    let mut window = KvWindow::<B>::new(layers, 1, heads, hd, 12, 2, &device);
+    let mut window = KvWindow::<B>::new(layers, heads, hd, 12, 2, &device);
     assert!(window.write(0, &good).is_ok());
     let too_long = entry(layers, [1, heads, 24, hd]);
     let err = window.write(1, &too_long).unwrap_err().to_string();
     assert!(err.contains("24 tokens") && err.contains("slot 1"), "{err}");
     let err = window.write(0, &entry(layers, [1, heads + 1, 12, hd])).unwrap_err().to_string();
     assert!(err.contains("slot 0") && err.contains("layer 0"), "{err}");
-    let other = KvWindow::<B>::new(layers, 1, heads, hd + 2, 12, 2, &device);
+    let other = KvWindow::<B>::new(layers, heads, hd + 2, 12, 2, &device);
     let err = model.forward_chunk(x, &ts, &layout, &text, &other).err().unwrap().to_string();
     assert!(err.contains("K/V window"), "{err}");
 }

@@ -4,6 +4,7 @@
 //! Everything is generic over Burn's `B: Backend`; tests run on NdArray (f32).
 
 pub mod error;
+#[cfg(any(test, feature = "fixture"))]
 pub mod fixture;
 pub mod flow;
 pub mod load;

@@ -9,7 +9,7 @@ use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::tensor::{Distribution, Tensor};
 use ff_model::AttentionBackend;
 use ff_model::dit::{ChunkKv, DitConfig, FrameLayout, KvContext, KvWindow, LayerKv, Role, SegmentContext, WanDit};
-use kernels_cubecl::attention;
+use kernels_cubecl::{BlockTable, attention};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -72,8 +72,8 @@ fn replay<B: AttentionBackend>(c: &DitConfig, n: usize, keys: usize, text: usize
         }
         let _ = x.clone().matmul(up.clone()).into_data();
         let _ = hidden.clone().matmul(down.clone()).into_data();
-        let _ = attention(q.clone(), k.clone(), v.clone(), None).into_data();
-        let _ = attention(q.clone(), tk.clone(), tv.clone(), None).into_data();
+        let _ = attention(q.clone(), k.clone(), v.clone(), &BlockTable::full(&[n], &[keys])).into_data();
+        let _ = attention(q.clone(), tk.clone(), tv.clone(), &BlockTable::full(&[n], &[text])).into_data();
     });
     layer * c.num_layers as f64
 }
@@ -118,11 +118,11 @@ fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyho
     let layout = FrameLayout::chunk(a.context * a.chunk, a.chunk, Role::Base);
     let timesteps = vec![vec![937.0; a.chunk]];
     let segments = SegmentContext::new(published.iter().collect());
-    let mut window = KvWindow::<B>::new(c.num_layers, 1, h, hd, n, a.context + 1, &device);
-    for (slot, e) in published.iter().enumerate() {
-        window.write(slot, e)?;
+    let mut window = KvWindow::<B>::new(c.num_layers, h, hd, per_frame, (a.context + 1) * a.chunk, &device);
+    for (i, e) in published.iter().enumerate() {
+        window.write(i * a.chunk, e)?;
     }
-    window.set_target(a.context);
+    window.attend(std::iter::once(0..a.context * a.chunk), a.context * a.chunk, a.chunk)?;
     let core = replay::<B>(&c, n, ctx_tokens + n, a.text_tokens, a.iters, &device);
     let mut rows = Vec::new();
     for (mode, ctx) in [("segments", &segments as &dyn KvContext<B>), ("window", &window as &dyn KvContext<B>)] {

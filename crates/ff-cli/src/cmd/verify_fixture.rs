@@ -1,5 +1,6 @@
 //! `flashforward verify-fixture DIR`: runs the Rust model on every `weights_*.safetensors` of a
-//! fixture folder and compares with the reference outputs. Prints one line per weights file and
+//! fixture folder and compares with the reference outputs. Prints one line per weights file (per
+//! weights file and attention path for the `self-forcing-causal` chunk fixtures) and
 //! `max_rel_err=<value>` last; exits 1 when the error is above the tolerance.
 
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};

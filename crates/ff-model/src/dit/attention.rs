@@ -2,24 +2,26 @@
 //!
 //! Projections q, k, v, o with bias; RMS norm over the full hidden size on q and k; heads of
 //! `head_dim`; RoPE on self-attention q and k. Self-attention: tokens `[batch, n, dim]` attend over
-//! the keys a [`KvContext`] supplies (or under a packed-sequence mask) and the forward returns its
-//! own post-RoPE K/V for publishing. Cross-attention: tokens attend to the prompt's K/V.
+//! the keys a [`KvContext`] supplies (or over themselves under a packed sequence's block table),
+//! always through [`kernels_cubecl::attention`], and the forward returns its own post-RoPE K/V
+//! for publishing. Cross-attention: tokens attend to the prompt's K/V (stock attention, no mask).
 
 use super::kv::{KvContext, LayerKv};
 use super::rope::RopeTable;
 use crate::lora::{LoraConfig, LoraLinear, RoleSelect};
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig, RmsNorm, RmsNormConfig};
-use burn::tensor::{Bool, Tensor};
-use kernels_cubecl::AttentionBackend;
-use kernels_cubecl::attention;
+use burn::tensor::Tensor;
+use burn::tensor::module::attention as stock_attention;
+use burn::tensor::ops::AttentionModuleOptions;
+use kernels_cubecl::{AttentionBackend, BlockTable, attention};
 
 /// What a forward's self-attention reads.
 pub enum Attend<'a, B: AttentionBackend> {
     /// Own tokens plus what the context supplies for each layer.
     Context(&'a dyn KvContext<B>),
-    /// Own tokens only, under a token mask `[1, 1, n, n]` (packed sequences).
-    Masked(Tensor<B, 4, Bool>),
+    /// Own tokens only, under frame-level rules (packed sequences).
+    Packed(BlockTable),
 }
 
 fn split_heads<B: AttentionBackend>(x: Tensor<B, 3>, heads: usize) -> Tensor<B, 4> {
@@ -76,10 +78,14 @@ impl<B: AttentionBackend> SelfAttention<B> {
         let own = LayerKv { k, v: split_heads(v, h).swap_dims(1, 2) };
         let out = match attend {
             Attend::Context(ctx) => {
-                let keys = ctx.keys(layer, &own);
-                attention(q, keys.kv.k, keys.kv.v, keys.mask)
+                let mut parts: Vec<Tensor<B, 4>> = ctx
+                    .keys(layer, &own)
+                    .into_iter()
+                    .map(|keys| attention(q.clone().narrow(0, keys.batch.start, keys.batch.len()), keys.kv.k, keys.kv.v, &keys.table))
+                    .collect();
+                if parts.len() == 1 { parts.remove(0) } else { Tensor::cat(parts, 0) }
             }
-            Attend::Masked(mask) => attention(q, own.k.clone(), own.v.clone(), Some(mask.clone())),
+            Attend::Packed(table) => attention(q, own.k.clone(), own.v.clone(), table),
         };
         (self.o.forward(merge_heads(out), roles), own)
     }
@@ -133,7 +139,7 @@ impl<B: AttentionBackend> CrossAttention<B> {
         let [b, h, _, hd] = q.dims();
         let nt = text.tokens();
         let (k, v) = (text.k.clone().expand([b, h, nt, hd]), text.v.clone().expand([b, h, nt, hd]));
-        self.o.forward(merge_heads(attention(q, k, v, None)), roles)
+        self.o.forward(merge_heads(stock_attention(q, k, v, None, None, AttentionModuleOptions::default())), roles)
     }
 
     pub fn merge(&self, role: crate::lora::Role) -> Self {

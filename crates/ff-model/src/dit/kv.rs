@@ -3,12 +3,15 @@
 //! * [`LayerKv`]: self-attention keys/values of one layer, `[batch, heads, tokens, head_dim]`,
 //!   keys after RoPE (absolute latent positions are baked in, so entries stay valid for readers).
 //! * [`ChunkKv`]: what one forward publishes, a [`LayerKv`] per layer.
-//! * [`KvContext`]: what the self-attention of one forward reads besides its own tokens. The
-//!   attention context is a parameter of the forward, never a different model.
+//! * [`KvContext`]: what the self-attention of one forward reads besides its own tokens, as
+//!   [`Keys`]: a key/value set and the [`BlockTable`] of which key frames the queries may see.
+//!   The attention context is a parameter of the forward, never a different model.
 //! * [`TextContext`]: the prompt's cross-attention K/V per layer, computed once per prompt.
 
 use crate::error::{ModelError, Result};
-use burn::tensor::{Bool, Tensor, backend::Backend};
+use burn::tensor::{Tensor, backend::Backend};
+use kernels_cubecl::BlockTable;
+use std::ops::Range;
 
 /// Keys and values of one layer: `[batch, heads, tokens, head_dim]`.
 #[derive(Clone, Debug)]
@@ -68,18 +71,21 @@ impl<B: Backend> ChunkKv<B> {
     }
 }
 
-/// The key/value set one layer attends over, with an optional mask
-/// `[batch or 1, heads or 1, query_tokens, key_tokens]` (true = masked out).
+/// The key/value set that the queries of batch elements `batch` of one layer attend over:
+/// `kv: [batch.len(), heads, key_tokens, head_dim]`, `table` over the forward's own tokens
+/// (queries) and `key_tokens`.
 pub struct Keys<B: Backend> {
+    pub batch: Range<usize>,
     pub kv: LayerKv<B>,
-    pub mask: Option<Tensor<B, 4, Bool>>,
+    pub table: BlockTable,
 }
 
-/// What a forward's self-attention reads. `own` is the forward's own post-RoPE K/V of `layer`;
-/// the context returns the full key set to attend over (attention is permutation-invariant over
-/// keys, positions live in the keys themselves).
+/// What a forward's self-attention reads. `own` is the forward's own post-RoPE K/V of `layer`
+/// (`[batch, heads, tokens, head_dim]`); the context returns the key sets to attend over, which
+/// together cover the batch (attention is permutation-invariant over keys, positions live in the
+/// keys themselves).
 pub trait KvContext<B: Backend> {
-    fn keys(&self, layer: usize, own: &LayerKv<B>) -> Keys<B>;
+    fn keys(&self, layer: usize, own: &LayerKv<B>) -> Vec<Keys<B>>;
 
     /// Checked before a forward: the context fits a model of `layers` layers whose forward has
     /// `[batch, heads, _, head_dim]` K/V (entries from another model or batch are an error, not a
@@ -116,7 +122,9 @@ pub(crate) fn check_entry<B: Backend>(
 }
 
 /// An ordered list of published segments (e.g. anchor window, then history), concatenated once
-/// per layer with the forward's own K/V last. No segments: the forward attends to itself only.
+/// per layer with the forward's own K/V last (a copy of the context per layer; the executors
+/// read through an in-place [`super::KvWindow`] instead). No segments: the forward attends to
+/// itself only, without a copy.
 pub struct SegmentContext<'a, B: Backend> {
     pub segments: Vec<&'a ChunkKv<B>>,
 }
@@ -131,15 +139,13 @@ impl<'a, B: Backend> SegmentContext<'a, B> {
 }
 
 impl<B: Backend> KvContext<B> for SegmentContext<'_, B> {
-    fn keys(&self, layer: usize, own: &LayerKv<B>) -> Keys<B> {
-        let kv = if self.segments.is_empty() {
-            own.clone()
-        } else {
-            let mut parts: Vec<LayerKv<B>> = self.segments.iter().map(|s| s.layers[layer].clone()).collect();
-            parts.push(own.clone());
-            LayerKv::cat(parts)
-        };
-        Keys { kv, mask: None }
+    fn keys(&self, layer: usize, own: &LayerKv<B>) -> Vec<Keys<B>> {
+        let mut parts: Vec<LayerKv<B>> = self.segments.iter().map(|s| s.layers[layer].clone()).collect();
+        parts.push(own.clone());
+        let sizes: Vec<usize> = parts.iter().map(LayerKv::tokens).collect();
+        let table = BlockTable::full(&[own.tokens()], &sizes);
+        let kv = if parts.len() == 1 { own.clone() } else { LayerKv::cat(parts) };
+        vec![Keys { batch: 0..own.k.dims()[0], kv, table }]
     }
 
     fn check(&self, layers: usize, batch: usize, heads: usize, head_dim: usize) -> Result<()> {

@@ -1,8 +1,9 @@
 //! Per-frame description of one forward: each latent frame's absolute position (the RoPE
-//! temporal index) and role; and, for packed sequences, the frame-level attention rules.
+//! temporal index) and role; and, for packed sequences, the frame-level attention rules, which
+//! become a [`BlockTable`] (never a token-level mask).
 
 use crate::lora::Role;
-use burn::tensor::{Bool, Tensor, TensorData, backend::Backend};
+use kernels_cubecl::BlockTable;
 
 /// Positions and roles of the latent frames of one forward (shared by the batch).
 #[derive(Clone, Debug, PartialEq)]
@@ -72,15 +73,10 @@ impl SegmentMask {
         self.allowed[query][key]
     }
 
-    /// Token-level boolean mask `[1, 1, tokens, tokens]`, true = masked out.
-    pub fn to_tokens<B: Backend>(&self, tokens_per_frame: usize, device: &B::Device) -> Tensor<B, 4, Bool> {
-        let n = self.frames() * tokens_per_frame;
-        let mut m = Vec::with_capacity(n * n);
-        for q in 0..n {
-            let row = &self.allowed[q / tokens_per_frame];
-            m.extend((0..n).map(|k| !row[k / tokens_per_frame]));
-        }
-        Tensor::from_data(TensorData::new(m, [1, 1, n, n]), device)
+    /// The rules as a block table over frames of `tokens_per_frame` tokens (O(frames²)).
+    pub fn block_table(&self, tokens_per_frame: usize) -> BlockTable {
+        let sizes = vec![tokens_per_frame; self.frames()];
+        BlockTable::from_rules(&sizes, &sizes, |q| (0..self.frames()).filter(move |&k| self.allowed[q][k]))
     }
 }
 
@@ -95,5 +91,19 @@ mod tests {
         assert!(!m.is_allowed(2, 3));
         assert!(m.is_allowed(5, 0) && m.is_allowed(5, 5) && !m.is_allowed(5, 6));
         assert!(m.is_allowed(6, 6) && m.is_allowed(6, 0));
+    }
+
+    #[test]
+    fn block_table_keeps_the_frame_rules() {
+        let m = SegmentMask::new(5).allow(0..2, 0..2).allow(2..4, [0, 2, 3]).allow(4..5, 0..5);
+        let table = m.block_table(3);
+        assert_eq!(table.tokens(), (15, 15));
+        assert_eq!(table.groups().len(), 3);
+        for q in 0..5 {
+            for k in 0..5 {
+                assert_eq!(table.is_allowed(q, k), m.is_allowed(q, k), "({q}, {k})");
+            }
+        }
+        assert_eq!(table.group_key_tokens(&table.groups()[1]), vec![0..3, 6..12]);
     }
 }

@@ -7,7 +7,8 @@
 //! * [`WanDit::forward_chunk`]: one chunk over a [`KvContext`] (published K/V segments), returning
 //!   the prediction and the chunk's own per-layer K/V, ready to publish.
 //! * [`WanDit::forward_packed`]: frames of several roles/positions/timesteps in one sequence under
-//!   a frame-level [`SegmentMask`] (differentiable; the packed SFT layout).
+//!   a frame-level [`SegmentMask`], attended as a block table (differentiable; the packed SFT
+//!   layout).
 //! * [`WanDit::forward`]: a whole clip at positions `0..frames` (the reference model's forward).
 //!
 //! Precision: the token path runs in the parameters' dtype (e.g. bf16); the time embedding, its
@@ -145,7 +146,7 @@ impl<B: AttentionBackend> WanDit<B> {
 
     /// Several chunks as one batch (e.g. the nodes of one wavefront anti-diagonal): batch element
     /// `b` has its own timesteps and its own layout `layouts[b]` (positions may differ; roles may
-    /// not), and reads batch element `b` of the context's keys.
+    /// not), and reads the keys the context supplies for batch element `b`.
     pub fn forward_chunks(
         &self,
         latents: Tensor<B, 5>,
@@ -172,8 +173,8 @@ impl<B: AttentionBackend> WanDit<B> {
         }
         let [_, _, _, h, w] = latents.dims();
         let [_, ph, pw] = self.config.patch_size;
-        let mask = mask.to_tokens(h / ph * (w / pw), &self.device());
-        Ok(self.run(latents, timesteps, std::slice::from_ref(layout), text, Attend::Masked(mask), false)?.0)
+        let table = mask.block_table(h / ph * (w / pw));
+        Ok(self.run(latents, timesteps, std::slice::from_ref(layout), text, Attend::Packed(table), false)?.0)
     }
 
     /// A whole clip at positions `0..frames` with full attention (the reference forward).

@@ -154,8 +154,10 @@ fn bad_inputs_are_errors() {
 
 #[test]
 fn kv_window_equals_concatenated_segments() {
-    // Anchors {0, 10} in slot 0, a ring of H + 1 = 3 history slots; chunks of 3 frames at
-    // positions 3, 6, ...: every chunk reads the anchors, up to H = 2 earlier chunks and itself.
+    // Slots of one frame: anchors {0, 10, 20} in slots 0..3, then a ring of 4 chunk slots of 3
+    // frames for H = 2 history chunks; chunks of 3 frames at positions 3, 6, ... read the
+    // anchors, up to 2 earlier chunks and themselves. The ring is larger than the reads, so
+    // stale chunks sit between read slots: the block table must skip them.
     let device = Default::default();
     let model = DitConfig::tiny().init::<B>(&device);
     let text = model.text_context(random::<B, 3>([1, 6, 24], &device));
@@ -171,23 +173,26 @@ fn kv_window_equals_concatenated_segments() {
         .unwrap()
         .kv;
     let c = model.config();
-    let mut window = KvWindow::<B>::new(c.num_layers, 1, c.num_heads, c.head_dim(), 3 * per_frame, 4, &device);
+    let mut window = KvWindow::<B>::new(c.num_layers, c.num_heads, c.head_dim(), per_frame, 3 + 4 * 3, &device);
     window.write(0, &anchors).unwrap();
+    let ring = |i: usize| 3 + 3 * (i % 4);
     let mut history: Vec<ChunkKv<B>> = Vec::new();
-    for i in 0..6 {
+    for i in 0..7 {
         let x = random::<B, 5>([1, 16, 3, 4, 4], &device);
         let layout = FrameLayout::chunk(3 + 3 * i, 3, Role::Base);
         let ts = [vec![833.0; 3]];
         let tail: Vec<&ChunkKv<B>> = history.iter().rev().take(2).collect();
         let reference = model.forward_chunk(x.clone(), &ts, &layout, &text, &SegmentContext::new([vec![&anchors], tail].concat())).unwrap();
-        window.set_target(1 + i % 3);
+        let reads = std::iter::once(0..3).chain((i.saturating_sub(2)..i).map(|j| ring(j)..ring(j) + 3));
+        window.attend(reads, ring(i), 3).unwrap();
         let windowed = model.forward_chunk(x, &ts, &layout, &text, &window).unwrap();
         assert!(max_abs(reference.prediction, windowed.prediction) <= 1e-5, "chunk {i}");
         history.push(reference.kv);
     }
-    let bytes = window.bytes();
     // layers × (k, v) × slots × slot tokens × heads × head_dim × f32, independent of the chunks run
-    assert_eq!(bytes, 2 * 2 * 4 * 12 * 2 * 16 * 4);
+    assert_eq!(window.bytes(), 2 * 2 * 15 * 4 * 2 * 16 * 4);
+    assert!(window.attend(std::iter::once(3..7), 6, 3).is_err(), "reads overlapping the target");
+    assert!(window.attend(std::iter::empty(), 14, 3).is_err(), "target past the end");
 }
 
 #[test]

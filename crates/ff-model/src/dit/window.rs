@@ -1,42 +1,50 @@
 //! [`KvWindow`]: a fixed-capacity, per-layer contiguous K/V buffer that a sequence of forwards
 //! reads and writes in place, so that no forward concatenates its context.
 //!
-//! The buffer of each layer is `[batch, heads, slots·slot_tokens, head_dim]`, split into equal
-//! slots (one latent chunk each). Entries published elsewhere (e.g. clean anchor K/V) are copied
-//! into slots once with [`KvWindow::write`]; a forward's own K/V is written into the slot named
-//! by [`KvWindow::set_target`] *during* the forward (that write is its publication: the slot is
-//! history for the next forward), and attention reads the valid slots as a view of the buffer.
-//! A ring of history slots is a caller's choice of targets (`i mod H+1`); attention is
-//! permutation-invariant over keys, so slot order does not matter. On backends that update
-//! uniquely held tensors in place (NdArray, CubeCL), each forward copies only its own tokens.
+//! The buffer of each layer is `[1, heads, slots·slot_tokens, head_dim]`, split into equal slots
+//! (one latent frame each, typically). Entries published elsewhere (e.g. clean anchor K/V) are
+//! copied into slots once with [`KvWindow::write`]. [`KvWindow::attend`] names the slots the next
+//! forward reads and the slots its own K/V goes into; that forward writes its own K/V there
+//! *during* the forward (the write is its publication: the slots are history for later forwards)
+//! and attends over the named slots through a [`BlockTable`] whose key frames are the slots, so
+//! stale or unused slots are never read and never masked. Which slot holds what is the caller's
+//! choice (e.g. a ring of history chunks); attention is permutation-invariant over keys. On
+//! backends that update uniquely held tensors in place (NdArray, CubeCL), each forward copies
+//! only its own tokens.
 
 use super::kv::{ChunkKv, Keys, KvContext, LayerKv, check_entry};
 use crate::error::{ModelError, Result};
-use burn::tensor::{Bool, Tensor, TensorData, backend::Backend};
+use burn::tensor::{Tensor, backend::Backend};
+use kernels_cubecl::BlockTable;
+use std::ops::Range;
 use std::sync::Mutex;
 
-/// A per-layer contiguous K/V window of `slots` slots of `slot_tokens` tokens.
+/// A per-layer contiguous K/V window of `slots` slots of `slot_tokens` tokens (batch 1).
 pub struct KvWindow<B: Backend> {
     layers: Vec<Mutex<LayerKv<B>>>,
     slot_tokens: usize,
-    valid: Vec<bool>,
-    target: usize,
+    slots: usize,
+    /// Slots the next forward reads (its own target excluded).
+    reads: Vec<Range<usize>>,
+    /// Slots the next forward's own K/V goes into.
+    target: Range<usize>,
 }
 
 impl<B: Backend> KvWindow<B> {
-    /// A zeroed window; no slot is valid and the target is slot 0.
-    pub fn new(layers: usize, batch: usize, heads: usize, head_dim: usize, slot_tokens: usize, slots: usize, device: &B::Device) -> Self {
-        let zeros = || Tensor::zeros([batch, heads, slots * slot_tokens, head_dim], device);
+    /// A zeroed window; the next forward reads nothing and writes from slot 0.
+    pub fn new(layers: usize, heads: usize, head_dim: usize, slot_tokens: usize, slots: usize, device: &B::Device) -> Self {
+        let zeros = || Tensor::zeros([1, heads, slots * slot_tokens, head_dim], device);
         Self {
             layers: (0..layers).map(|_| Mutex::new(LayerKv { k: zeros(), v: zeros() })).collect(),
             slot_tokens,
-            valid: vec![false; slots],
-            target: 0,
+            slots,
+            reads: Vec::new(),
+            target: 0..0,
         }
     }
 
     pub fn slots(&self) -> usize {
-        self.valid.len()
+        self.slots
     }
 
     /// Bytes held by the window (fixed at creation).
@@ -45,55 +53,53 @@ impl<B: Backend> KvWindow<B> {
         self.layers.len() * 2 * l.k.shape().num_elements() * l.k.dtype().size()
     }
 
-    fn slot_range(&self, slot: usize, tokens: usize) -> std::ops::Range<usize> {
-        slot * self.slot_tokens..slot * self.slot_tokens + tokens
+    /// Slots `start..start + n` for `tokens` tokens, checked against the capacity.
+    fn span(&self, start: usize, tokens: usize, what: &str) -> Result<Range<usize>> {
+        let n = tokens / self.slot_tokens;
+        if n * self.slot_tokens != tokens || start + n > self.slots {
+            return Err(ModelError::Input(format!(
+                "{what} of {tokens} tokens does not fill whole slots of {} tokens from slot {start} of {}",
+                self.slot_tokens, self.slots
+            )));
+        }
+        Ok(start..start + n)
     }
 
-    /// Copies a published entry into consecutive slots from `slot` and marks them valid. An entry
-    /// of another shape (layers, batch, heads, head_dim) or one that does not fit is an error.
+    /// Copies a published entry (batch 1, whole slots) into consecutive slots from `slot`.
+    /// An entry of another shape (layers, batch, heads, head_dim) is an error.
     pub fn write(&mut self, slot: usize, kv: &ChunkKv<B>) -> Result<()> {
         let [batch, heads, _, head_dim] = self.layers[0].get_mut().expect("window lock").k.dims();
         check_entry(&format!("K/V entry for slot {slot}"), kv, self.layers.len(), batch, heads, head_dim)?;
-        let tokens = kv.tokens();
-        let n = tokens.div_ceil(self.slot_tokens);
-        if slot + n > self.slots() {
-            return Err(ModelError::Input(format!(
-                "K/V entry of {tokens} tokens does not fit from slot {slot} of a window of {} slots of {} tokens",
-                self.slots(),
-                self.slot_tokens
-            )));
-        }
-        let range = self.slot_range(slot, tokens);
+        let slots = self.span(slot, kv.tokens(), "entry")?;
+        let tokens = slots.start * self.slot_tokens..slots.end * self.slot_tokens;
         for (buffer, entry) in self.layers.iter_mut().zip(&kv.layers) {
-            let b = buffer.get_mut().expect("window lock");
-            assign(b, range.clone(), entry);
+            assign(buffer.get_mut().expect("window lock"), tokens.clone(), entry);
         }
-        self.valid[slot..slot + n].iter_mut().for_each(|v| *v = true);
         Ok(())
     }
 
-    /// The slot the next forward's own K/V goes into; it becomes valid with that forward.
-    pub fn set_target(&mut self, slot: usize) {
-        self.target = slot;
-        self.valid[slot] = true;
+    /// The next forward reads the slots `reads` and writes its own K/V of `frames` slots from
+    /// slot `target`; the read slots must not overlap the target's.
+    pub fn attend(&mut self, reads: impl IntoIterator<Item = Range<usize>>, target: usize, frames: usize) -> Result<()> {
+        let reads: Vec<Range<usize>> = reads.into_iter().collect();
+        let target = self.span(target, frames * self.slot_tokens, "own K/V")?;
+        if let Some(r) = reads.iter().find(|r| r.end > self.slots || (r.start < target.end && target.start < r.end)) {
+            return Err(ModelError::Input(format!("read slots {r:?} overlap the target {target:?} or pass the {} slots", self.slots)));
+        }
+        self.reads = reads;
+        self.target = target;
+        Ok(())
     }
 
-    /// The valid key range: a prefix view when the valid slots are a prefix, else the whole
-    /// buffer with the invalid slots masked.
-    fn view(&self, kv: &LayerKv<B>, queries: usize) -> Keys<B> {
-        let prefix = self.valid.iter().take_while(|v| **v).count();
-        if self.valid[prefix..].iter().all(|v| !*v) {
-            let n = prefix * self.slot_tokens;
-            return Keys { kv: LayerKv { k: kv.k.clone().narrow(2, 0, n), v: kv.v.clone().narrow(2, 0, n) }, mask: None };
-        }
-        let keys: Vec<bool> = self.valid.iter().flat_map(|v| std::iter::repeat_n(!*v, self.slot_tokens)).collect();
-        let n = keys.len();
-        let row = Tensor::<B, 4, Bool>::from_data(TensorData::new(keys, [1, 1, 1, n]), &kv.k.device());
-        Keys { kv: kv.clone(), mask: Some(row.expand([1, 1, queries, n])) }
+    /// Reads and target as a table: own tokens (one query frame) over the slots.
+    fn table(&self, own_tokens: usize) -> BlockTable {
+        let mut allowed: Vec<usize> = self.reads.iter().chain([&self.target]).flat_map(Clone::clone).collect();
+        allowed.sort_unstable();
+        BlockTable::from_rules(&[own_tokens], &vec![self.slot_tokens; self.slots], |_| allowed.iter().copied())
     }
 }
 
-fn assign<B: Backend>(buffer: &mut LayerKv<B>, range: std::ops::Range<usize>, entry: &LayerKv<B>) {
+fn assign<B: Backend>(buffer: &mut LayerKv<B>, range: Range<usize>, entry: &LayerKv<B>) {
     let [b, h, _, d] = buffer.k.dims();
     let slices = [0..b, 0..h, range, 0..d];
     // Move the buffers out so they are uniquely held and updated in place.
@@ -104,10 +110,13 @@ fn assign<B: Backend>(buffer: &mut LayerKv<B>, range: std::ops::Range<usize>, en
 }
 
 impl<B: Backend> KvContext<B> for KvWindow<B> {
-    fn keys(&self, layer: usize, own: &LayerKv<B>) -> Keys<B> {
+    /// Panics when `own` is not the batch-1 K/V of the frames named by [`KvWindow::attend`].
+    fn keys(&self, layer: usize, own: &LayerKv<B>) -> Vec<Keys<B>> {
+        let tokens = self.target.start * self.slot_tokens..self.target.end * self.slot_tokens;
+        assert_eq!((own.k.dims()[0], own.tokens()), (1, tokens.len()), "own K/V (batch, tokens) differ from the window's target");
         let mut buffer = self.layers[layer].lock().expect("window lock");
-        assign(&mut buffer, self.slot_range(self.target, own.tokens()), own);
-        self.view(&buffer, own.tokens())
+        assign(&mut buffer, tokens, own);
+        vec![Keys { batch: 0..1, kv: buffer.clone(), table: self.table(own.tokens()) }]
     }
 
     fn check(&self, layers: usize, batch: usize, heads: usize, head_dim: usize) -> Result<()> {

@@ -3,15 +3,12 @@
 //! layer is one more than its deepest dependency's), split by model (planner / renderer) and by
 //! frame count (a shorter last chunk is batched apart); for
 //! FlashForward they are the planner chain and then the wavefront's anti-diagonals (`R_FF` waves;
-//! HiAR: `R_HiAR`). A wave runs as one forward per context size: the nodes of a warm-up diagonal
-//! read fewer history chunks the earlier they are, and padding their keys would change the float
-//! summation order, so those diagonals split (L = 81: 60 forwards for FlashForward's 45 waves);
-//! every later diagonal is one forward, and the result is bit-identical to the serial executor.
-//! Nodes of one wave never read what another publishes; all reads of a wave happen before its
-//! publishes.
+//! HiAR: `R_HiAR`). A wave runs as one forward whose batch elements each attend through their own
+//! node's K/V window (contexts of different lengths need no padding), so the result is
+//! bit-identical to the serial executor. Nodes of one wave never read what another publishes; all
+//! reads of a wave happen before its publishes.
 
 use super::{Execution, Runner};
-use crate::bank::Entry;
 use crate::bank::{Banks, bank_plan};
 use crate::error::{Result, SchedError};
 use crate::exec::Placement;
@@ -44,53 +41,40 @@ pub fn execute_batched<R: Runner>(graph: &Graph, mut runner: R) -> Result<Execut
     let (mut outputs, mut spans, mut peak, mut forwards) = (Vec::new(), Vec::new(), 0, 0);
     let start = Instant::now();
     for wave in waves(graph) {
-        let mut ordered: Vec<&Node> = wave.iter().map(|&id| &graph.nodes[id]).collect();
-        // One forward per context size (bytes of the entries read): padding keys would change the
-        // float summation order
-        // and break bit-identity with the serial executor (only warm-up diagonals split).
-        let length = |n: &Node| banks.segments(&n.reads).map(|r| r.iter().map(|e| e.bytes()).sum::<usize>());
-        let mut lengths = Vec::with_capacity(ordered.len());
-        for n in &ordered {
-            lengths.push(length(n)?);
-        }
-        let mut keyed: Vec<(usize, &Node)> = lengths.into_iter().zip(ordered.drain(..)).collect();
-        keyed.sort_by_key(|(len, n)| (*len, n.id));
-        let groups = keyed.chunk_by(|a, b| a.0 == b.0).map(|g| g.iter().map(|(_, n)| *n).collect::<Vec<&Node>>()).collect::<Vec<_>>();
-        for nodes in groups {
-            let t0 = start.elapsed().as_secs_f64();
-            let results = {
-                let sources = nodes
-                    .iter()
-                    .map(|n| match n.source {
-                        None => Ok(None),
-                        Some(s) => latents[s].as_ref().map(Some).ok_or_else(|| lost(n, s)),
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let reads = nodes.iter().map(|n| banks.segments(&n.reads)).collect::<Result<Vec<_>>>()?;
-                runner.run_batch(&nodes, &sources, &reads)?
-            };
-            let t1 = start.elapsed().as_secs_f64();
-            forwards += 1;
-            for (node, (x0, kvs)) in nodes.iter().zip(results) {
-                if kvs.len() != node.publishes.len() {
-                    return Err(SchedError::Worker { worker: 0, reason: format!("node {} returned {} K/V entries", node.id, kvs.len()) });
+        let nodes: Vec<&Node> = wave.iter().map(|&id| &graph.nodes[id]).collect();
+        let t0 = start.elapsed().as_secs_f64();
+        let results = {
+            let sources = nodes
+                .iter()
+                .map(|n| match n.source {
+                    None => Ok(None),
+                    Some(s) => latents[s].as_ref().map(Some).ok_or_else(|| lost(n, s)),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let reads = nodes.iter().map(|n| banks.segments(&n.reads)).collect::<Result<Vec<_>>>()?;
+            runner.run_batch(&nodes, &sources, &reads)?
+        };
+        let t1 = start.elapsed().as_secs_f64();
+        forwards += 1;
+        for (node, (x0, kvs)) in nodes.iter().zip(results) {
+            if kvs.len() != node.publishes.len() {
+                return Err(SchedError::Worker { worker: 0, reason: format!("node {} returned {} K/V entries", node.id, kvs.len()) });
+            }
+            for (key, kv) in node.publishes.iter().zip(kvs) {
+                banks.publish(*key, kv)?;
+            }
+            spans.push(Span { node: node.id, worker: 0, start: t0, end: t1 });
+            if let Some(s) = node.source {
+                uses[s] -= 1;
+                if uses[s] == 0 {
+                    latents[s] = None;
                 }
-                for (key, kv) in node.publishes.iter().zip(kvs) {
-                    banks.publish(*key, kv)?;
-                }
-                spans.push(Span { node: node.id, worker: 0, start: t0, end: t1 });
-                if let Some(s) = node.source {
-                    uses[s] -= 1;
-                    if uses[s] == 0 {
-                        latents[s] = None;
-                    }
-                }
-                if node.output {
-                    outputs.push((node.id, x0.clone()));
-                }
-                if uses[node.id] > 0 {
-                    latents[node.id] = Some(x0);
-                }
+            }
+            if node.output {
+                outputs.push((node.id, x0.clone()));
+            }
+            if uses[node.id] > 0 {
+                latents[node.id] = Some(x0);
             }
         }
         peak = peak.max(banks.bytes());

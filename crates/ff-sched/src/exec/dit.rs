@@ -6,8 +6,12 @@
 //! Planner nodes run the planner model, all other nodes the renderer model; a model with roles is
 //! merged into one full-weight model per role (as the paper serves them), a plain model serves
 //! both as one copy. A runner moved to a device keeps only the roles its workers run there
-//! ([`Roles::of_workers`]). Published K/V: the chunk's entry, or one entry per anchor frame for planner blocks.
-//! A batch of independent nodes runs as one `forward_chunks` call, one batch element per node.
+//! ([`Roles::of_workers`]). Published K/V: the chunk's entry, or one entry per anchor frame for
+//! planner blocks. A node reads its entries through the runner's in-place K/V windows
+//! ([`window`]), never a per-layer concatenation. A batch of independent nodes runs as one
+//! `forward_chunks` call, one batch element per node, each attending through its own window.
+
+mod window;
 
 use super::Placement;
 use super::batch::BatchContext;
@@ -21,7 +25,8 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
 use ff_model::FlowMatch;
-use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, SegmentContext, TextContext, WanDit};
+use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, TextContext, WanDit};
+use window::{WindowKey, Windows};
 
 impl<B: AttentionBackend> Entry for ChunkKv<B> {
     fn bytes(&self) -> usize {
@@ -77,6 +82,7 @@ pub struct DitRunner<B: AttentionBackend> {
     noise: NoiseSpec,
     /// σ of every level `0..=S`.
     sigmas: Vec<f64>,
+    windows: Windows<B>,
     device: B::Device,
 }
 
@@ -98,6 +104,7 @@ impl<B: AttentionBackend> DitRunner<B> {
             shared,
             noise,
             sigmas: (0..=contract.stages()).map(|l| contract.sigma(l)).collect(),
+            windows: Windows::new(contract, model.config(), noise.height, noise.width, &model.device()),
             device: model.device(),
         }
     }
@@ -121,7 +128,15 @@ impl<B: AttentionBackend> DitRunner<B> {
             }
             _ => (self.planner.as_ref().map(|m| m.to_device(device)), self.renderer.as_ref().map(|m| m.to_device(device))),
         };
-        Self { planner, renderer, shared: self.shared, noise: self.noise, sigmas: self.sigmas.clone(), device: device.clone() }
+        Self {
+            planner,
+            renderer,
+            shared: self.shared,
+            noise: self.noise,
+            sigmas: self.sigmas.clone(),
+            windows: self.windows.to_device(device),
+            device: device.clone(),
+        }
     }
 
     /// Bytes of the distinct model weights this runner holds (a shared copy counts once).
@@ -182,6 +197,39 @@ fn param_bytes<B: AttentionBackend>(model: &WanDit<B>) -> usize {
     v.0
 }
 
+impl<B: AttentionBackend> DitRunner<B> {
+    /// `nodes` (one model, equal frame counts, distinct windows) as one `forward_chunks` call
+    /// (a single node too, so that every executor runs the same attention calls).
+    fn forward_batch(
+        &mut self,
+        nodes: &[&Node],
+        sources: &[Option<&Tensor<B, 5>>],
+        reads: &[Vec<&ChunkKv<B>>],
+    ) -> Result<Vec<NodeResult<Self>>> {
+        let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
+        let keys = nodes.iter().zip(reads).map(|(n, r)| self.windows.prepare(n, r)).collect::<Result<Vec<_>>>()?;
+        let (model, text) = self.model(nodes[0])?;
+        let ctx = BatchContext::new(keys.iter().map(|k| k.map(|k| self.windows.window(k))).collect());
+        let layouts: Vec<FrameLayout> = nodes.iter().map(|n| FrameLayout::frames(n.positions.clone(), Role::Base)).collect();
+        let timesteps: Vec<Vec<f64>> = nodes.iter().map(|n| n.timesteps.clone()).collect();
+        let first = nodes[0].id;
+        let out = model
+            .forward_chunks(Tensor::cat(inputs.clone(), 0), &timesteps, &layouts, text, &ctx)
+            .map_err(|source| SchedError::Model { node: first, source })?;
+        for (node, key) in nodes.iter().zip(&keys) {
+            if let Some(k) = key {
+                self.windows.published(node, *k)?;
+            }
+        }
+        Ok(nodes
+            .iter()
+            .zip(inputs)
+            .enumerate()
+            .map(|(b, (node, x))| self.finish(node, x, out.prediction.clone().narrow(0, b, 1), out.kv.batch_element(b)))
+            .collect())
+    }
+}
+
 /// Tokens `start..start + len` of every layer.
 fn narrow_kv<B: AttentionBackend>(kv: &ChunkKv<B>, start: usize, len: usize) -> ChunkKv<B> {
     ChunkKv {
@@ -198,18 +246,12 @@ impl<B: AttentionBackend> Runner for DitRunner<B> {
     type Kv = ChunkKv<B>;
 
     fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<(Tensor<B, 5>, Vec<ChunkKv<B>>)> {
-        let x = self.input(node, source);
-        let (model, text) = self.model(node)?;
-        let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
-        let ctx = SegmentContext::new(reads.to_vec());
-        let out = model
-            .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, text, &ctx)
-            .map_err(|source| SchedError::Model { node: node.id, source })?;
-        Ok(self.finish(node, x, out.prediction, out.kv))
+        Ok(self.forward_batch(&[node], &[source], &[reads.to_vec()])?.remove(0))
     }
 
     /// One batched forward (`forward_chunks`, one batch element per node, see
-    /// [`BatchContext`]); a single node runs as [`Runner::run`].
+    /// [`BatchContext`]); a single node runs as [`Runner::run`]. Nodes sharing a window (never
+    /// the nodes of one wave of the built schedules) go to separate forwards.
     fn run_batch(
         &mut self,
         nodes: &[&Node],
@@ -224,20 +266,23 @@ impl<B: AttentionBackend> Runner for DitRunner<B> {
         if nodes.iter().any(|n| n.kind.is_planner() != nodes[0].kind.is_planner() || n.positions.len() != frames) {
             return Err(SchedError::Worker { worker: 0, reason: format!("batch at node {first} mixes models or frame counts") });
         }
-        let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
-        let (model, text) = self.model(nodes[0])?;
-        let ctx = BatchContext::new(reads, first)?;
-        let layouts: Vec<FrameLayout> = nodes.iter().map(|n| FrameLayout::frames(n.positions.clone(), Role::Base)).collect();
-        let timesteps: Vec<Vec<f64>> = nodes.iter().map(|n| n.timesteps.clone()).collect();
-        let out = model
-            .forward_chunks(Tensor::cat(inputs.clone(), 0), &timesteps, &layouts, text, &ctx)
-            .map_err(|source| SchedError::Model { node: first, source })?;
-        Ok(nodes
-            .iter()
-            .zip(inputs)
-            .enumerate()
-            .map(|(b, (node, x))| self.finish(node, x, out.prediction.clone().narrow(0, b, 1), out.kv.batch_element(b)))
-            .collect())
+        let mut results = Vec::with_capacity(nodes.len());
+        let mut start = 0;
+        while start < nodes.len() {
+            let mut used: Vec<WindowKey> = Vec::new();
+            let mut end = start;
+            for n in &nodes[start..] {
+                let key = (!n.reads.is_empty()).then(|| WindowKey::of(n));
+                if key.is_some_and(|k| used.contains(&k)) {
+                    break;
+                }
+                used.extend(key);
+                end += 1;
+            }
+            results.extend(self.forward_batch(&nodes[start..end], &sources[start..end], &reads[start..end])?);
+            start = end;
+        }
+        Ok(results)
     }
 
     fn adopt_latent(&self, latent: Tensor<B, 5>) -> Tensor<B, 5> {

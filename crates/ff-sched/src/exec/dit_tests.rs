@@ -115,9 +115,9 @@ struct CountingContext<'a> {
 }
 
 impl ff_model::dit::KvContext<B> for CountingContext<'_> {
-    fn keys(&self, layer: usize, own: &ff_model::dit::LayerKv<B>) -> ff_model::dit::Keys<B> {
+    fn keys(&self, layer: usize, own: &ff_model::dit::LayerKv<B>) -> Vec<ff_model::dit::Keys<B>> {
         let keys = self.inner.keys(layer, own);
-        self.keys.borrow_mut().push(keys.kv.tokens());
+        self.keys.borrow_mut().push(keys.iter().map(|k| k.kv.tokens()).sum());
         keys
     }
 }
