@@ -126,7 +126,7 @@ impl ff_model::dit::KvContext<B> for CountingContext<'_> {
 type Seen = std::sync::Arc<std::sync::Mutex<Vec<(usize, Vec<usize>)>>>;
 
 /// Runs every node with the DiT runner and, beside it, the same forward over a context that
-/// counts keys; the two x0 must be identical, and the count must be the contract's.
+/// counts keys; the two x0 must agree to float rounding, and the count must be the contract's.
 struct KeyCount {
     runner: DitRunner<B>,
     model: WanDit<B>,
@@ -154,7 +154,10 @@ impl Runner for KeyCount {
         let layout = ff_model::dit::FrameLayout::frames(node.positions.clone(), ff_model::dit::Role::Base);
         let out = self.model.forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, &self.text, &ctx).unwrap();
         let reference = ff_model::FlowMatch::x0_from_v(x, out.prediction, sigma);
-        assert_eq!(reference.into_data(), x0.clone().into_data(), "node {}: the runner attended over other keys", node.id);
+        // The runner reads its keys through in-place windows whose slot order differs from the
+        // concatenation's once the history ring wraps: the same keys, another summation order.
+        let diff: f32 = (reference - x0.clone()).abs().max().into_scalar();
+        assert!(diff < 1e-5, "node {}: the runner attended over other keys (max |Δx0| = {diff})", node.id);
         self.seen.lock().unwrap().push((node.id, ctx.keys.into_inner()));
         Ok((x0, kvs))
     }
