@@ -7,9 +7,10 @@
 //! this one function, so a custom masked block-causal kernel plugs in here for all callers.
 
 mod backend;
+pub mod kernel;
 mod table;
 
-pub use backend::AttentionBackend;
+pub use backend::{AttentionBackend, kernel_attention};
 pub use table::{BlockTable, QueryGroup};
 
 use burn::tensor::module::attention as burn_attention;
