@@ -7,6 +7,7 @@
 //! this one function, so a custom masked block-causal kernel plugs in here for all callers.
 
 mod backend;
+pub mod blockwise;
 pub mod kernel;
 mod table;
 

@@ -82,6 +82,15 @@ impl BlockTable {
         (*self.q_offsets.last().unwrap_or(&0), *self.k_offsets.last().unwrap_or(&0))
     }
 
+    /// Panics unless `q_tokens` query and `k_tokens`, `v_tokens` key tokens are the table's.
+    pub fn assert_tokens(&self, q_tokens: usize, k_tokens: usize, v_tokens: usize) {
+        let (tq, tk) = self.tokens();
+        assert!(
+            (q_tokens, k_tokens, v_tokens) == (tq, tk, tk),
+            "q/k/v have {q_tokens}/{k_tokens}/{v_tokens} tokens, the block table {tq} query and {tk} key tokens"
+        );
+    }
+
     pub fn groups(&self) -> &[QueryGroup] {
         &self.groups
     }
@@ -116,6 +125,7 @@ impl BlockTable {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)] // key ranges of one range
 mod tests {
     use super::*;
 
