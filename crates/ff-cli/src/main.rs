@@ -28,6 +28,8 @@ enum Command {
     VerifyFixture(cmd::verify_fixture::Args),
     /// Time the DiT chunk forward (tokens/s, share outside matmul/attention).
     BenchDit(cmd::bench_dit::Args),
+    /// Time block-sparse attention (dense mask, blockwise, kernel) on a packed or chunk layout.
+    BenchAttention(cmd::bench_attention::Args),
     /// Build a schedule's generation graph and print its forward counts and rounds.
     Plan(cmd::plan::Args),
     /// Replay a schedule's graph on N devices with a fixed per-forward cost.
@@ -42,6 +44,7 @@ fn main() -> std::process::ExitCode {
         Command::Generate(args) => cmd::generate::run(args),
         Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
         Command::BenchDit(args) => cmd::bench_dit::run(args),
+        Command::BenchAttention(args) => cmd::bench_attention::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Bench(args) => cmd::bench::run(args),

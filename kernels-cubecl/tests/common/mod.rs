@@ -1,11 +1,9 @@
 //! Shared helpers of the kernel tests: deterministic inputs, random block tables, the reference
-//! attention and error measures.
+//! (the blockwise path) and the error measure.
 
 #![allow(dead_code)]
 
-use burn::tensor::activation::softmax;
-use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::TensorData;
 use kernels_cubecl::BlockTable;
 
 /// Deterministic generator (64-bit LCG), so NdArray and wgpu see identical inputs.
@@ -49,25 +47,8 @@ pub fn random_table(rng: &mut Lcg, q_frames: usize, k_frames: usize, max_tokens:
     BlockTable::from_rules(&qt, &kt, |q| rules[q].clone())
 }
 
-/// Reference: softmax attention per query group over its gathered key ranges (stock ops, f32).
-pub fn reference<B: Backend>(q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>, table: &BlockTable) -> Tensor<B, 4> {
-    let d = q.dims()[3];
-    let scale = 1.0 / (d as f64).sqrt();
-    let outs: Vec<Tensor<B, 4>> = table
-        .groups()
-        .iter()
-        .filter(|g| !table.query_tokens(&g.frames).is_empty())
-        .map(|g| {
-            let rows = table.query_tokens(&g.frames);
-            let qg = q.clone().narrow(2, rows.start, rows.len());
-            let ranges: Vec<_> = table.group_key_tokens(g).into_iter().filter(|r| !r.is_empty()).collect();
-            let kg = Tensor::cat(ranges.iter().map(|r| k.clone().narrow(2, r.start, r.len())).collect(), 2);
-            let vg = Tensor::cat(ranges.iter().map(|r| v.clone().narrow(2, r.start, r.len())).collect(), 2);
-            softmax(qg.matmul(kg.swap_dims(2, 3)) * scale, 3).matmul(vg)
-        })
-        .collect();
-    Tensor::cat(outs, 2)
-}
+/// The reference: the portable blockwise path.
+pub use kernels_cubecl::blockwise::attention as reference;
 
 /// `max |a − b| / max |b|` over all elements.
 pub fn rel_err(a: &TensorData, b: &TensorData) -> f32 {
