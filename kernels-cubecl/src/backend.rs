@@ -16,10 +16,10 @@
 
 use crate::BlockTable;
 use burn::backend::NdArray;
+use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::autodiff::Autodiff;
 use burn::backend::ndarray::{FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray};
 use burn::tensor::{Tensor, TensorPrimitive, backend::Backend, ops::FloatTensor};
 
@@ -64,7 +64,12 @@ pub trait AttentionBackend: Backend {
 }
 
 /// The backend's fused kernel on tensors, or `None` where it has none.
-pub fn kernel_attention<B: AttentionBackend>(q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>, table: &BlockTable) -> Option<Tensor<B, 4>> {
+pub fn kernel_attention<B: AttentionBackend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    table: &BlockTable,
+) -> Option<Tensor<B, 4>> {
     let prim = |t: Tensor<B, 4>| t.into_primitive().tensor();
     B::fused_attention(prim(q), prim(k), prim(v), table).map(|out| Tensor::from_primitive(TensorPrimitive::Float(out)))
 }

@@ -133,6 +133,7 @@ fn half_precision_inputs_where_the_adapter_has_them() {
     };
     // WGSL has no bf16; f16 only where the adapter exposes shader-f16 (lavapipe does not).
     for dtype in [DType::F16, DType::BF16].into_iter().filter(|d| W::supports_dtype(&dev, *d)) {
+        eprintln!("half precision: {dtype:?}");
         let [q, k, v] = load::<W>(&x, &dev).map(|t| t.cast(dtype));
         let out = kernel_attention(q, k, v, &table).unwrap();
         assert_eq!(out.dtype(), dtype);

@@ -1,12 +1,12 @@
 //! Host side of the CubeCL kernels: checks shapes, uploads the tile plans, launches.
 
+use super::backward::{flash_backward_dkv, flash_backward_dq};
+use super::forward::flash_forward;
+use super::plan::TilePlan;
 use crate::BlockTable;
 use burn::tensor::{DType, Shape};
 use burn_cubecl::{CubeRuntime, kernel::into_contiguous, ops::numeric::empty_device_contiguous_dtype, tensor::CubeTensor};
 use cubecl::prelude::*;
-use super::plan::TilePlan;
-use super::backward::{flash_backward_dkv, flash_backward_dq};
-use super::forward::flash_forward;
 
 /// Rows owned by one cube (one unit per row).
 const ROWS: usize = 32;

@@ -77,12 +77,15 @@ pub fn packed_sft(latents: usize) -> Vec<Vec<usize>> {
         let base = render + latents + c * (crop_anchors + crop_clean);
         rules.planner(crop_anchors, base, base + crop_anchors, crop_clean);
     }
-    rules.0.into_iter().map(|mut r| {
-        r.sort_unstable();
-        r.dedup();
-        r
-    })
-    .collect()
+    rules
+        .0
+        .into_iter()
+        .map(|mut r| {
+            r.sort_unstable();
+            r.dedup();
+            r
+        })
+        .collect()
 }
 
 /// The packed SFT table with `tokens_per_frame` tokens in every frame.

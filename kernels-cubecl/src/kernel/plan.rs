@@ -94,11 +94,13 @@ mod tests {
 
     fn frame_of(sizes: &[usize], token: usize) -> usize {
         let mut acc = 0;
-        sizes.iter().position(|s| {
-            acc += s;
-            token < acc
-        })
-        .unwrap()
+        sizes
+            .iter()
+            .position(|s| {
+                acc += s;
+                token < acc
+            })
+            .unwrap()
     }
 
     #[test]

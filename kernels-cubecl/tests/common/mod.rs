@@ -1,7 +1,7 @@
 //! Shared helpers of the kernel tests: deterministic inputs, random block tables, the reference
 //! (the blockwise path) and the error measure.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use burn::tensor::TensorData;
 use kernels_cubecl::BlockTable;
