@@ -40,10 +40,10 @@ fn load<B: Backend>(x: &Inputs, dev: &B::Device) -> [Tensor<B, 4>; 3] {
     [x.q.clone(), x.k.clone(), x.v.clone()].map(|d| Tensor::from_data(d, dev))
 }
 
-/// Forward error of the kernel on wgpu against the reference on NdArray.
-fn forward_err(table: &BlockTable, x: &Inputs) -> f32 {
-    let [q, k, v] = load::<W>(x, &WgpuDevice::default());
-    let out = kernel_attention(q, k, v, table).expect("wgpu has the kernel");
+/// Forward error of the kernel on `K` against the reference on NdArray.
+fn forward_err_on<K: AttentionBackend>(table: &BlockTable, x: &Inputs, dev: &K::Device) -> f32 {
+    let [q, k, v] = load::<K>(x, dev);
+    let out = kernel_attention(q, k, v, table).expect("the backend has the kernel");
     let [q, k, v] = load::<NdArray>(x, &Default::default());
     rel_err(&out.into_data(), &reference(q, k, v, table).into_data())
 }
@@ -58,11 +58,19 @@ fn grads<B: AutodiffBackend + AttentionBackend>(table: &BlockTable, x: &Inputs, 
     [&q, &k, &v].map(|t| t.grad(&g).expect("input takes part in the loss").into_data())
 }
 
-/// Largest gradient error (q, k, v) of the kernel backward against the reference.
-fn grad_err(table: &BlockTable, x: &Inputs) -> f32 {
-    let got = grads::<Autodiff<W>>(table, x, true, &WgpuDevice::default());
+fn forward_err(table: &BlockTable, x: &Inputs) -> f32 {
+    forward_err_on::<W>(table, x, &WgpuDevice::default())
+}
+
+/// Largest gradient error (q, k, v) of the kernel backward on `K` against the reference.
+fn grad_err_on<K: AttentionBackend>(table: &BlockTable, x: &Inputs, dev: &K::Device) -> f32 {
+    let got = grads::<Autodiff<K>>(table, x, true, dev);
     let want = grads::<Autodiff<NdArray>>(table, x, false, &Default::default());
     got.iter().zip(&want).map(|(a, b)| rel_err(a, b)).fold(0.0, f32::max)
+}
+
+fn grad_err(table: &BlockTable, x: &Inputs) -> f32 {
+    grad_err_on::<W>(table, x, &WgpuDevice::default())
 }
 
 #[test]
@@ -140,4 +148,17 @@ fn half_precision_inputs_where_the_adapter_has_them() {
         let err = rel_err(&out.cast(DType::F32).into_data(), &want);
         assert!(err <= 1e-2, "{dtype:?}: rel err {err}");
     }
+}
+
+/// Burn's `Wgpu` and `Cuda` are fusion-wrapped when Burn's `fusion` feature is on (its default):
+/// the kernels then run as custom operations of the fusion stream.
+type FusedWgpu = burn_fusion::Fusion<burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>>;
+
+#[test]
+fn fusion_backend_runs_the_kernels_as_custom_ops() {
+    let table = packed_sft_table(6, 9);
+    let x = inputs(&table, 1, 2, 16, 9);
+    let dev = WgpuDevice::default();
+    let (f, g) = (forward_err_on::<FusedWgpu>(&table, &x, &dev), grad_err_on::<FusedWgpu>(&table, &x, &dev));
+    assert!(f <= 1e-5 && g <= 1e-4, "forward {f}, grad {g}");
 }
