@@ -136,7 +136,7 @@ fn attend<B: AttentionBackend>(
     match path {
         Path::Dense => {
             let [b, h, nq, _] = q.dims();
-            let mask = mask.expect("dense path has its mask").clone().unsqueeze().expand([b, h, nq, k.dims()[2]]);
+            let mask = mask.expect("dense path has its mask").clone().unsqueeze::<4>().expand([b, h, nq, k.dims()[2]]);
             Some(burn_attention(q, k, v, Some(mask), None, Default::default()))
         }
         Path::Blockwise => Some(blockwise::attention(q, k, v, table)),
