@@ -45,7 +45,7 @@ fn upload_u32<R: CubeRuntime>(like: &CubeTensor<R>, data: &[u32]) -> CubeTensor<
 }
 
 fn upload<R: CubeRuntime>(like: &CubeTensor<R>, plan: &TilePlan) -> Uploaded<R> {
-    Uploaded { tiles: upload_u32(like, &plan.tiles), ranges: upload_u32(like, &plan.ranges), count: plan.len() }
+    Uploaded { tiles: upload_u32(like, &plan.tiles), ranges: upload_u32(like, &plan.ranges), count: plan.tile_count() }
 }
 
 fn empty<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape, dtype: DType) -> CubeTensor<R> {

@@ -43,7 +43,7 @@ impl TilePlan {
     }
 
     /// Number of tiles (the kernel grid's x extent).
-    pub fn len(&self) -> usize {
+    pub fn tile_count(&self) -> usize {
         self.tiles.len() / 4
     }
 
