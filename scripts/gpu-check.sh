@@ -27,3 +27,27 @@ done
 "$BIN" bench --config 1.3b --random-weights --latents 81 --height 60 --width 104 --text-tokens 512 \
     --devices cuda:0 --precision bf16 --schedules flashforward,self-forcing,hiar --executors serial,batched \
     --trace "$OUT/traces" | tee "$OUT/bench-1.3b.txt"
+
+# Block-sparse attention (issue 7). Device memory: nvidia-smi sampled every 100 ms during each run
+# (bench-attention's own peak_bytes counts host memory only).
+attn() {
+    local name=$1; shift
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$OUT/attn-$name-mem.txt" &
+    local smi=$!
+    "$BIN" bench-attention --devices cuda:0 --json "$@" | tee "$OUT/attn-$name.json"
+    kill "$smi"
+    echo "attn-$name: peak device memory $(sort -n "$OUT/attn-$name-mem.txt" | tail -1) MiB" | tee -a "$OUT/attn-memory.txt"
+}
+# Kernel parity against the blockwise path on CUDA, f32 and bf16, ragged-free small packed layout
+# and a chunk, forward and backward (max_rel_err, grad_max_rel_err in the rows).
+for p in f32 bf16; do
+    attn "parity-packed-$p" --precision "$p" --layout packed-sft --frames 21 --tokens-per-frame 24 --heads 2 --head-dim 64 --backward
+    attn "parity-chunk-$p" --precision "$p" --layout chunk --frames 18 --tokens-per-frame 40 --heads 2 --head-dim 128 --backward
+done
+# 4,680 queries × 32,760 keys × 12 heads × 128, bf16: the chunk table allows every key, so the
+# blockwise row is one unmasked call of Burn's attention (cubek's flash attention on CUDA).
+attn chunk-1.3b --precision bf16 --layout chunk --frames 18 --tokens-per-frame 1560 --heads 12 --head-dim 128 --iters 5 \
+    --dense-budget-bytes 40000000000
+attn chunk-1.3b-bwd --precision bf16 --layout chunk --frames 18 --tokens-per-frame 1560 --heads 12 --head-dim 128 --iters 3 --backward
+# The paper's packed SFT layout at 1.3B / 480p: 155 frames × 1,560 tokens, one layer fwd + bwd.
+attn packed-1.3b --precision bf16 --layout packed-sft --frames 81 --tokens-per-frame 1560 --heads 12 --head-dim 128 --iters 2 --backward

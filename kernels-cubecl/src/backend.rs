@@ -4,21 +4,74 @@
 //! [`AttentionBackend::fused_attention`]; the others return `None` and the portable path (stock
 //! tensor ops, differentiable by Burn's autodiff) runs instead. Every model that attends takes
 //! `B: AttentionBackend`, so a kernel plugs in here for all callers.
+//!
+//! Implementations: `CubeBackend` (wgpu, cuda) launches the CubeCL kernels of [`crate::kernel`];
+//! `Fusion<B>` registers them as custom operations of the fusion stream; `Autodiff<B>` runs the
+//! inner kernel forward and differentiates through the inner backward kernels (FlashAttention-2
+//! from the saved log-sum-exp). NdArray has no kernel, so `Autodiff<NdArray>` differentiates the
+//! portable path.
+//!
+//! Shapes: `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]`,
+//! `lse: [batch, heads, q_tokens]` (f32, natural log-sum-exp of the scaled scores).
 
 use crate::BlockTable;
 use burn::backend::NdArray;
-use burn::backend::autodiff::{Autodiff, checkpoint::strategy::CheckpointStrategy};
+use burn::backend::autodiff::Autodiff;
+use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::ndarray::{FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray};
-use burn::tensor::{backend::Backend, ops::FloatTensor};
+use burn::tensor::{Tensor, TensorPrimitive, backend::Backend, ops::FloatTensor};
 
 /// A backend that may run block-sparse attention as one fused kernel.
 pub trait AttentionBackend: Backend {
+    /// Whether the `fused_*` methods run a kernel (return `Some`) on this backend.
+    const FUSED_ATTENTION: bool = false;
+
     /// `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]`,
     /// softmax scale `1/sqrt(head_dim)`, keys restricted by `table`. `None`: no kernel here.
     fn fused_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, table: &BlockTable) -> Option<FloatTensor<Self>> {
+        Self::fused_attention_lse(q, k, v, table).map(|(out, _)| out)
+    }
+
+    /// The forward and its per-row log-sum-exp `[batch, heads, q_tokens]` (f32), which the
+    /// backward needs. `None`: no kernel here.
+    fn fused_attention_lse(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        table: &BlockTable,
+    ) -> Option<(FloatTensor<Self>, FloatTensor<Self>)> {
         let _ = (q, k, v, table);
         None
     }
+
+    /// Gradients `[dq, dk, dv]` from the forward's output `out`, its `lse` and the output
+    /// gradient `grad`. `None`: no kernel here.
+    #[allow(clippy::too_many_arguments)]
+    fn fused_attention_backward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        out: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        table: &BlockTable,
+    ) -> Option<[FloatTensor<Self>; 3]> {
+        let _ = (q, k, v, out, lse, grad, table);
+        None
+    }
+}
+
+/// The backend's fused kernel on tensors, or `None` where it has none.
+pub fn kernel_attention<B: AttentionBackend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    table: &BlockTable,
+) -> Option<Tensor<B, 4>> {
+    let prim = |t: Tensor<B, 4>| t.into_primitive().tensor();
+    B::fused_attention(prim(q), prim(k), prim(v), table).map(|out| Tensor::from_primitive(TensorPrimitive::Float(out)))
 }
 
 impl<E: FloatNdArrayElement, I: IntNdArrayElement, Q: QuantElement> AttentionBackend for NdArray<E, I, Q>
@@ -28,18 +81,92 @@ where
 {
 }
 
-impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B, C> {}
+/// State the autodiff backward keeps: inputs, output and log-sum-exp on the inner backend.
+#[derive(Clone, Debug)]
+struct Saved<B: Backend> {
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    out: FloatTensor<B>,
+    lse: FloatTensor<B>,
+    table: BlockTable,
+}
 
 #[cfg(feature = "flex")]
 impl AttentionBackend for burn::backend::Flex {}
 
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
+#[derive(Debug)]
+struct FusedAttentionBackward;
+
+impl<B: AttentionBackend> Backward<B, 3> for FusedAttentionBackward {
+    type State = Saved<B>;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let Saved { q, k, v, out, lse, table } = ops.state;
+        let grads_qkv = B::fused_attention_backward(q, k, v, out, lse, grad, &table)
+            .expect("the inner backend ran the fused forward, so it has the fused backward");
+        for (parent, g) in ops.parents.into_iter().zip(grads_qkv) {
+            if let Some(node) = parent {
+                grads.register::<B>(node.id, g);
+            }
+        }
+    }
+}
+
+impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B, C> {
+    const FUSED_ATTENTION: bool = B::FUSED_ATTENTION;
+
+    fn fused_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, table: &BlockTable) -> Option<FloatTensor<Self>> {
+        if !B::FUSED_ATTENTION {
+            return None;
+        }
+        let nodes = [q.node.clone(), k.node.clone(), v.node.clone()];
+        match FusedAttentionBackward.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (out, lse) = B::fused_attention_lse(q.primitive.clone(), k.primitive.clone(), v.primitive.clone(), table)?;
+                let saved = Saved { q: q.primitive, k: k.primitive, v: v.primitive, out: out.clone(), lse, table: table.clone() };
+                Some(prep.finish(saved, out))
+            }
+            OpsKind::UnTracked(prep) => Some(prep.finish(B::fused_attention(q.primitive, k.primitive, v.primitive, table)?)),
+        }
+    }
+}
+
+#[cfg(feature = "cube")]
 mod cube {
     use super::AttentionBackend;
+    use crate::{BlockTable, kernel};
+    use burn::tensor::ops::FloatTensor;
     use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
-    use burn_fusion::{Fusion, FusionBackend};
 
-    impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> AttentionBackend for CubeBackend<R, F, I, BT> {}
+    impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> AttentionBackend for CubeBackend<R, F, I, BT> {
+        const FUSED_ATTENTION: bool = true;
 
-    impl<B: FusionBackend + AttentionBackend> AttentionBackend for Fusion<B> {}
+        fn fused_attention_lse(
+            q: FloatTensor<Self>,
+            k: FloatTensor<Self>,
+            v: FloatTensor<Self>,
+            table: &BlockTable,
+        ) -> Option<(FloatTensor<Self>, FloatTensor<Self>)> {
+            let fwd = kernel::forward(q, k, v, table);
+            Some((fwd.out, fwd.lse))
+        }
+
+        fn fused_attention_backward(
+            q: FloatTensor<Self>,
+            k: FloatTensor<Self>,
+            v: FloatTensor<Self>,
+            out: FloatTensor<Self>,
+            lse: FloatTensor<Self>,
+            grad: FloatTensor<Self>,
+            table: &BlockTable,
+        ) -> Option<[FloatTensor<Self>; 3]> {
+            let g = kernel::backward(q, k, v, out, lse, grad, table);
+            Some([g.dq, g.dk, g.dv])
+        }
+    }
 }
+
+#[cfg(feature = "cube")]
+mod fusion;

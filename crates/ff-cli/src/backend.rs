@@ -111,7 +111,8 @@ mod wgpu {
         if precision == Precision::Bf16 {
             anyhow::bail!("--precision bf16 is not supported by the wgpu backend");
         }
-        task.run::<Wgpu>(ids.iter().map(|&i| WgpuDevice::DiscreteGpu(i)).collect())
+        // wgpu:0 is the default adapter (a discrete GPU if any, else e.g. Mesa's lavapipe on the CPU).
+        task.run::<Wgpu>(ids.iter().map(|&i| if i == 0 { WgpuDevice::DefaultDevice } else { WgpuDevice::DiscreteGpu(i) }).collect())
     }
 }
 

@@ -37,6 +37,8 @@ enum Command {
     BenchDit(cmd::bench_dit::Args),
     /// Time one Phase 1 training step and print the memory plan of the paper's layout.
     BenchTrain(cmd::bench_train::Args),
+    /// Time block-sparse attention (dense mask, blockwise, kernel) on a packed or chunk layout.
+    BenchAttention(cmd::bench_attention::Args),
     /// Build a schedule's generation graph and print its forward counts and rounds.
     Plan(cmd::plan::Args),
     /// Replay a schedule's graph on N devices with a fixed per-forward cost.
@@ -63,6 +65,7 @@ fn main() -> std::process::ExitCode {
         Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
         Command::BenchDit(args) => cmd::bench_dit::run(args),
         Command::BenchTrain(args) => cmd::bench_train::run(args),
+        Command::BenchAttention(args) => cmd::bench_attention::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Bench(args) => cmd::bench::run(args),

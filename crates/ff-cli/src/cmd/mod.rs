@@ -1,6 +1,7 @@
 //! One module per subcommand, each with its clap `Args` and a `run`.
 
 pub mod bench;
+pub mod bench_attention;
 pub mod bench_dit;
 pub mod bench_train;
 pub mod encode_videos;

@@ -1,0 +1,164 @@
+//! The CubeCL kernels on Burn's wgpu backend (Mesa lavapipe on CI) against the reference:
+//! forward ≤ 1e-5 relative (f32) against NdArray, gradients of q, k, v (kernel backward under
+//! `Autodiff<Wgpu>`) ≤ 1e-4 against `Autodiff<NdArray>` on the reference.
+//! Run: `cargo test -p kernels-cubecl --features wgpu --test kernel_wgpu`.
+
+#![cfg(feature = "wgpu")]
+
+mod common;
+
+use burn::backend::wgpu::WgpuDevice;
+use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{DType, Tensor, TensorData};
+use common::{Lcg, random_table, reference, rel_err};
+use kernels_cubecl::kernel::layouts::{chunk_table, packed_sft_table};
+use kernels_cubecl::{AttentionBackend, BlockTable, kernel_attention};
+
+type W = Wgpu;
+
+struct Inputs {
+    q: TensorData,
+    k: TensorData,
+    v: TensorData,
+    /// Weights of the scalar loss `sum(out * w)` whose gradients are compared.
+    w: TensorData,
+}
+
+fn inputs(table: &BlockTable, batch: usize, heads: usize, dim: usize, seed: u64) -> Inputs {
+    let (nq, nk) = table.tokens();
+    let mut rng = Lcg(seed);
+    Inputs {
+        q: rng.data([batch, heads, nq, dim], 1.5),
+        k: rng.data([batch, heads, nk, dim], 1.5),
+        v: rng.data([batch, heads, nk, dim], 1.0),
+        w: rng.data([batch, heads, nq, dim], 1.0),
+    }
+}
+
+fn load<B: Backend>(x: &Inputs, dev: &B::Device) -> [Tensor<B, 4>; 3] {
+    [x.q.clone(), x.k.clone(), x.v.clone()].map(|d| Tensor::from_data(d, dev))
+}
+
+/// Forward error of the kernel on `K` against the reference on NdArray.
+fn forward_err_on<K: AttentionBackend>(table: &BlockTable, x: &Inputs, dev: &K::Device) -> f32 {
+    let [q, k, v] = load::<K>(x, dev);
+    let out = kernel_attention(q, k, v, table).expect("the backend has the kernel");
+    let [q, k, v] = load::<NdArray>(x, &Default::default());
+    rel_err(&out.into_data(), &reference(q, k, v, table).into_data())
+}
+
+fn grads<B: AutodiffBackend + AttentionBackend>(table: &BlockTable, x: &Inputs, kernel: bool, dev: &B::Device) -> [TensorData; 3] {
+    let [q, k, v] = load::<B>(x, dev).map(|t| t.require_grad());
+    let out = match kernel {
+        true => kernel_attention(q.clone(), k.clone(), v.clone(), table).expect("the backend has the kernel"),
+        false => reference(q.clone(), k.clone(), v.clone(), table),
+    };
+    let g = (out * Tensor::from_data(x.w.clone(), dev)).sum().backward();
+    [&q, &k, &v].map(|t| t.grad(&g).expect("input takes part in the loss").into_data())
+}
+
+fn forward_err(table: &BlockTable, x: &Inputs) -> f32 {
+    forward_err_on::<W>(table, x, &WgpuDevice::default())
+}
+
+/// Largest gradient error (q, k, v) of the kernel backward on `K` against the reference.
+fn grad_err_on<K: AttentionBackend>(table: &BlockTable, x: &Inputs, dev: &K::Device) -> f32 {
+    let got = grads::<Autodiff<K>>(table, x, true, dev);
+    let want = grads::<Autodiff<NdArray>>(table, x, false, &Default::default());
+    got.iter().zip(&want).map(|(a, b)| rel_err(a, b)).fold(0.0, f32::max)
+}
+
+fn grad_err(table: &BlockTable, x: &Inputs) -> f32 {
+    grad_err_on::<W>(table, x, &WgpuDevice::default())
+}
+
+#[test]
+fn random_ragged_tables_forward_and_gradients() {
+    let mut rng = Lcg(7);
+    for case in 0..4 {
+        // Frames of 1..=45 tokens: ragged against the 32-row tiles and the shared-memory stages.
+        let table = random_table(&mut rng, 2 + case, 3 + case, 45);
+        let x = inputs(&table, 2, 2, [8, 16, 12, 32][case], 100 + case as u64);
+        let (f, g) = (forward_err(&table, &x), grad_err(&table, &x));
+        assert!(f <= 1e-5, "case {case}: forward rel err {f}, groups {:?}", table.groups());
+        assert!(g <= 1e-4, "case {case}: grad rel err {g}, groups {:?}", table.groups());
+    }
+}
+
+#[test]
+fn single_frame_rows_and_unseen_keys() {
+    // Each query frame sees exactly one key frame; key frame 3 is seen by nobody (zero grads).
+    let table = BlockTable::from_rules(&[5, 33, 2], &[7, 1, 40, 6], |q| [[2], [0], [1]][q]);
+    let x = inputs(&table, 1, 3, 16, 11);
+    assert!(forward_err(&table, &x) <= 1e-5);
+    assert!(grad_err(&table, &x) <= 1e-4);
+    let [_, dk, dv] = grads::<Autodiff<W>>(&table, &x, true, &WgpuDevice::default());
+    for d in [dk, dv] {
+        let unseen = Tensor::<NdArray, 4>::from_data(d, &Default::default()).narrow(2, 48, 6);
+        assert_eq!(unseen.abs().max().into_scalar(), 0.0);
+    }
+}
+
+#[test]
+fn packed_sft_layout_at_small_scale() {
+    // 21 latents: 3 clean + 3 noised anchors, 21 renderer latents, 4 crops of 2 planner targets.
+    let table = packed_sft_table(21, 5);
+    assert_eq!(table.frames().0, 35);
+    let x = inputs(&table, 1, 2, 16, 21);
+    let (f, g) = (forward_err(&table, &x), grad_err(&table, &x));
+    assert!(f <= 1e-5 && g <= 1e-4, "forward {f}, grad {g}");
+}
+
+#[test]
+fn chunk_over_anchors_and_history() {
+    // 3 query frames over 3 anchors + 15 history frames + themselves.
+    let table = chunk_table(18, 7);
+    let x = inputs(&table, 1, 2, 16, 3);
+    let (f, g) = (forward_err(&table, &x), grad_err(&table, &x));
+    assert!(f <= 1e-5 && g <= 1e-4, "forward {f}, grad {g}");
+}
+
+#[test]
+fn head_dims_64_and_128() {
+    let mut rng = Lcg(64);
+    for dim in [64, 128] {
+        let table = random_table(&mut rng, 3, 3, 20);
+        let x = inputs(&table, 1, 1, dim, dim as u64);
+        let (f, g) = (forward_err(&table, &x), grad_err(&table, &x));
+        assert!(f <= 1e-5 && g <= 1e-4, "dim {dim}: forward {f}, grad {g}");
+    }
+}
+
+#[test]
+fn half_precision_inputs_where_the_adapter_has_them() {
+    let dev = WgpuDevice::default();
+    let table = random_table(&mut Lcg(16), 3, 4, 20);
+    let x = inputs(&table, 1, 2, 16, 5);
+    let want = {
+        let [q, k, v] = load::<NdArray>(&x, &Default::default());
+        reference(q, k, v, &table).into_data()
+    };
+    // WGSL has no bf16; f16 only where the adapter exposes shader-f16 (lavapipe does not).
+    for dtype in [DType::F16, DType::BF16].into_iter().filter(|d| W::supports_dtype(&dev, *d)) {
+        eprintln!("half precision: {dtype:?}");
+        let [q, k, v] = load::<W>(&x, &dev).map(|t| t.cast(dtype));
+        let out = kernel_attention(q, k, v, &table).unwrap();
+        assert_eq!(out.dtype(), dtype);
+        let err = rel_err(&out.cast(DType::F32).into_data(), &want);
+        assert!(err <= 1e-2, "{dtype:?}: rel err {err}");
+    }
+}
+
+/// Burn's `Wgpu` and `Cuda` are fusion-wrapped when Burn's `fusion` feature is on (its default):
+/// the kernels then run as custom operations of the fusion stream.
+type FusedWgpu = burn_fusion::Fusion<burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>>;
+
+#[test]
+fn fusion_backend_runs_the_kernels_as_custom_ops() {
+    let table = packed_sft_table(6, 9);
+    let x = inputs(&table, 1, 2, 16, 9);
+    let dev = WgpuDevice::default();
+    let (f, g) = (forward_err_on::<FusedWgpu>(&table, &x, &dev), grad_err_on::<FusedWgpu>(&table, &x, &dev));
+    assert!(f <= 1e-5 && g <= 1e-4, "forward {f}, grad {g}");
+}
