@@ -7,33 +7,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+
+use common::{Scratch, fixtures};
 use ff_train::TrainRng;
 use ff_train::data::shards::{Encoders, ShardWriter};
 use ff_train::data::{ClipSource, LatentClip, ShardDataset};
-
-fn fixtures() -> PathBuf {
-    std::env::var_os("FF_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"))
-}
-
-/// A fresh directory for one test, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("ff-train-e2e-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Model directory (Wan layout, fixture DiT with an 8-token context) and a 3-clip dataset of
 /// 3 latents at 4×4 with 5-token prompts.

@@ -5,7 +5,8 @@
 //! entry that was never published, or that a later entry has overwritten, is a typed error.
 //!
 //! Banks are generic over the entry ([`Entry`]); executors store `ff_model::dit::ChunkKv` and hand
-//! the entries a forward reads to `ff_model::dit::SegmentContext` (see [`Banks::segments`]).
+//! the entries a forward reads (see [`Banks::segments`]) to the runner, which copies each into its
+//! in-place K/V window once (`exec::dit`).
 
 mod bytes;
 mod ring;
