@@ -25,10 +25,9 @@ fn background(scene: &Scene, y: usize) -> [f64; 3] {
     if !scene.prompt.gradient {
         return base;
     }
-    // Vertical gradient: brighter (dark backgrounds) or darker (light ones) towards the bottom.
+    // Vertical gradient from the background colour at the top row to `gradient_delta` at the bottom.
     let t = y as f64 / (scene.height.max(2) - 1) as f64;
-    let luma = (base[0] + base[1] + base[2]) / 3.0;
-    let delta = if luma < 128.0 { 45.0 } else { -45.0 };
+    let delta = scene.prompt.background.gradient_delta();
     base.map(|c| c + delta * t)
 }
 

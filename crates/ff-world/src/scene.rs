@@ -99,7 +99,7 @@ impl Scene {
         let mut objects: Vec<ObjectPrompt> = Vec::new();
         while objects.len() < count {
             let colour = rng.pick(&COLOURS);
-            if background.admits(colour) && objects.iter().all(|o| o.colour != colour) {
+            if background.admits(colour, gradient) && objects.iter().all(|o| o.colour != colour) {
                 objects.push(ObjectPrompt { colour, shape: rng.pick(&SHAPES), motion: rng.pick(&MOTIONS) });
             }
         }

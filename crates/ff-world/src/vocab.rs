@@ -112,10 +112,33 @@ impl Background {
         }
     }
 
-    /// Whether an object of `colour` stays distinguishable on this background.
-    pub fn admits(self, colour: Colour) -> bool {
-        !matches!((self, colour), (Self::White, Colour::White | Colour::Yellow))
+    /// Change of every channel from the top to the bottom row of a gradient background:
+    /// brighter for dark backgrounds, darker for light ones.
+    pub fn gradient_delta(self) -> f64 {
+        let [r, g, b] = self.rgb().map(f64::from);
+        if (r + g + b) / 3.0 < 128.0 { 45.0 } else { -45.0 }
     }
+
+    /// Whether an object of `colour` stays distinguishable on this background (plain or
+    /// gradient) after H.264: 4:2:0 keeps chroma at half resolution, so an object must differ
+    /// from every row of the background by at least [`MIN_LUMA_CONTRAST`] in luma, which keeps
+    /// its outline sharp.
+    pub fn admits(self, colour: Colour, gradient: bool) -> bool {
+        let object = luma(colour.rgb().map(f64::from));
+        let top = luma(self.rgb().map(f64::from));
+        let bottom = if gradient { top + self.gradient_delta() } else { top };
+        let (lo, hi) = (top.min(bottom), top.max(bottom));
+        object <= lo - MIN_LUMA_CONTRAST || object >= hi + MIN_LUMA_CONTRAST
+    }
+}
+
+/// Smallest luma difference (0–255) between an object and its background (see
+/// [`Background::admits`]).
+pub const MIN_LUMA_CONTRAST: f64 = 40.0;
+
+/// BT.601 luma of an RGB colour.
+pub fn luma([r, g, b]: [f64; 3]) -> f64 {
+    0.299 * r + 0.587 * g + 0.114 * b
 }
 
 impl Motion {

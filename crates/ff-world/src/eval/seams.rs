@@ -13,6 +13,7 @@
 //!   Without anchors (`anchor_stride` 0) `anchor` and `periodic` are 0.
 
 use crate::render::Clip;
+use crate::vocab::luma;
 use serde::Serialize;
 
 /// Where the latent boundaries are.
@@ -52,7 +53,7 @@ pub struct Seams {
 }
 
 fn luminance(rgb: &[u8]) -> Vec<f64> {
-    rgb.chunks_exact(3).map(|p| 0.299 * f64::from(p[0]) + 0.587 * f64::from(p[1]) + 0.114 * f64::from(p[2])).collect()
+    rgb.chunks_exact(3).map(|p| luma([p[0], p[1], p[2]].map(f64::from))).collect()
 }
 
 impl SeamLayout {
