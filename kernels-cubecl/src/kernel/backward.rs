@@ -9,8 +9,8 @@
 //!   scaled queries, `dO`, `lse` and `delta` of the query ranges that see the tile; writes `dk`,
 //!   `dv` (zero for keys no query sees). Runs after the dQ kernel, which produced `delta`.
 //!
-//! All accumulation is in f32; inputs and gradients are in the input dtype. Loops over `dim` and
-//! `stage` are unrolled ([`super::stage`] says why).
+//! All accumulation is in f32; inputs and gradients are in the input dtype. Loops over `dim` are
+//! unrolled ([`super::stage`] says why).
 
 use super::stage::stage_rows;
 use cubecl::prelude::*;
@@ -79,19 +79,17 @@ pub fn flash_backward_dq<F: Float>(
             sync_cube();
             if active {
                 for j in 0..n {
-                    {
-                        let mut s = 0.0f32;
-                        let mut dp = 0.0f32;
-                        #[unroll]
-                        for c in 0..dim {
-                            s += qr[c] * ks[j * dim + c];
-                            dp += gr[c] * vs[j * dim + c];
-                        }
-                        let ds = f32::exp(s - row_lse) * (dp - row_delta);
-                        #[unroll]
-                        for c in 0..dim {
-                            acc[c] += ds * ks[j * dim + c];
-                        }
+                    let mut s = 0.0f32;
+                    let mut dp = 0.0f32;
+                    #[unroll]
+                    for c in 0..dim {
+                        s += qr[c] * ks[j * dim + c];
+                        dp += gr[c] * vs[j * dim + c];
+                    }
+                    let ds = f32::exp(s - row_lse) * (dp - row_delta);
+                    #[unroll]
+                    for c in 0..dim {
+                        acc[c] += ds * ks[j * dim + c];
                     }
                 }
             }
@@ -175,21 +173,19 @@ pub fn flash_backward_dkv<F: Float>(
             sync_cube();
             if active {
                 for j in 0..n {
-                    {
-                        let mut s = 0.0f32;
-                        let mut dp = 0.0f32;
-                        #[unroll]
-                        for c in 0..dim {
-                            s += qs[j * dim + c] * kr[c];
-                            dp += gs[j * dim + c] * vr[c];
-                        }
-                        let p = f32::exp(s - lses[j]);
-                        let ds = p * (dp - deltas[j]);
-                        #[unroll]
-                        for c in 0..dim {
-                            dv_acc[c] += p * gs[j * dim + c];
-                            dk_acc[c] += ds * qs[j * dim + c];
-                        }
+                    let mut s = 0.0f32;
+                    let mut dp = 0.0f32;
+                    #[unroll]
+                    for c in 0..dim {
+                        s += qs[j * dim + c] * kr[c];
+                        dp += gs[j * dim + c] * vr[c];
+                    }
+                    let p = f32::exp(s - lses[j]);
+                    let ds = p * (dp - deltas[j]);
+                    #[unroll]
+                    for c in 0..dim {
+                        dv_acc[c] += p * gs[j * dim + c];
+                        dk_acc[c] += ds * qs[j * dim + c];
                     }
                 }
             }

@@ -3,7 +3,7 @@
 //! Grid: `(tiles, batch × heads)`; one unit per query row of the tile (`rows` units). Keys and
 //! values of the visited ranges are staged through shared memory `stage` rows at a time (cast to
 //! f32); each unit keeps its scaled query row, running max, running sum and output accumulator in
-//! f32 (online softmax). Loops over `dim` and `stage` are unrolled ([`super::stage`] says why).
+//! f32 (online softmax). Loops over `dim` are unrolled ([`super::stage`] says why).
 //! Writes `out: [batch, heads, q_tokens, dim]` and `lse: [batch, heads, q_tokens]` (f32, natural
 //! log-sum-exp of the scaled scores; a row without keys gets `out = 0`, `lse = f32::MIN`).
 
@@ -66,15 +66,13 @@ pub fn flash_forward<F: Float>(
             if active {
                 let mut mx = m;
                 for j in 0..n {
-                    {
-                        let mut dot = 0.0f32;
-                        #[unroll]
-                        for c in 0..dim {
-                            dot += qr[c] * ks[j * dim + c];
-                        }
-                        s[j] = dot;
-                        mx = f32::max(mx, dot);
+                    let mut dot = 0.0f32;
+                    #[unroll]
+                    for c in 0..dim {
+                        dot += qr[c] * ks[j * dim + c];
                     }
+                    s[j] = dot;
+                    mx = f32::max(mx, dot);
                 }
                 let corr = f32::exp(m - mx);
                 l *= corr;
@@ -83,13 +81,11 @@ pub fn flash_forward<F: Float>(
                     acc[c] *= corr;
                 }
                 for j in 0..n {
-                    {
-                        let p = f32::exp(s[j] - mx);
-                        l += p;
-                        #[unroll]
-                        for c in 0..dim {
-                            acc[c] += p * vs[j * dim + c];
-                        }
+                    let p = f32::exp(s[j] - mx);
+                    l += p;
+                    #[unroll]
+                    for c in 0..dim {
+                        acc[c] += p * vs[j * dim + c];
                     }
                 }
                 m = mx;

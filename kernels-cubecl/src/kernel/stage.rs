@@ -1,11 +1,13 @@
 //! Staging of `count ≤ slots × rows` consecutive elements of a tensor into shared memory (cast to
 //! f32, times `factor`): unit `u` of a cube of `rows` units copies elements `u, u + rows, …`.
 //!
-//! The copy loop is unrolled at compile time (`slots` steps, guarded by `count`) like every loop
-//! of the kernels whose trip count the host knows: Mesa's lavapipe (llvmpipe) stops *every* loop
-//! of an invocation after 65,535 back-edges in total (`LP_MAX_TGSI_LOOP_ITERATIONS`, shared by
-//! all loops of a shader), so the kernels keep their runtime loops to one iteration per staged
-//! block and per key/query range.
+//! Loop budget. Mesa's lavapipe (llvmpipe) counts the back-edges of *all* loops of an invocation
+//! against one limit of 65,535 (`LP_MAX_TGSI_LOOP_ITERATIONS`) and from then on leaves every loop
+//! after one iteration. So the kernels unroll, at compile time, the head-dim loops that run per
+//! visited token (dot products, accumulator updates) and this copy (`slots` guarded steps), and
+//! keep runtime loops per visited token (at most two), per staged block, per range, and the
+//! once-per-row loads and stores over the head dim: a row can walk about 30,000 tokens on
+//! lavapipe. GPUs have no such limit.
 
 use cubecl::prelude::*;
 
