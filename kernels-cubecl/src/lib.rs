@@ -2,11 +2,13 @@
 //! `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]`, scale
 //! `1/sqrt(head_dim)`, with the keys each query may see given by a frame-level [`BlockTable`]
 //! (never a token-level mask). Every DiT self-attention goes through this one function: it runs
-//! the backend's fused kernel ([`AttentionBackend::fused_attention`]) where there is one, else the
-//! portable [`blockwise`] path in stock tensor ops.
+//! the backend's fused kernel ([`AttentionBackend::fused_attention`]: the CubeCL kernels of
+//! [`kernel`], the CPU kernel of [`cpu`]) where there is one, else the portable [`blockwise`] path
+//! in stock tensor ops.
 
 mod backend;
 pub mod blockwise;
+pub mod cpu;
 pub mod kernel;
 mod table;
 
