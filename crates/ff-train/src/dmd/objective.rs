@@ -123,4 +123,3 @@ where
         Ok(Loss { total: total / count as f64, parts: Vec::new() })
     }
 }
-

@@ -13,9 +13,11 @@ use super::config::DmdConfig;
 use super::objective::{CriticObjective, DmdShared, GeneratorObjective};
 use crate::checkpoint::{read_state, restore, save_folder, write_trainer};
 use crate::data::{ClipSource, write_atomic};
+use crate::engine::params::{assign, params};
 use crate::engine::{StepReport, TrainConfig, Trainer};
 use crate::{Result, TrainError, TrainRng};
 use burn::module::AutodiffModule;
+use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use ff_model::{AttentionBackend, WanDit};
 use serde::{Deserialize, Serialize};
@@ -61,6 +63,18 @@ where
     rng: TrainRng,
 }
 
+/// `model` with every adapter's `A` drawn from `rng` as `N(0, 1/rank)` (LoRA's init, from the
+/// run's seed rather than the backend's generator, so a run is reproducible from its config).
+fn fresh_adapters<B: AutodiffBackend + AttentionBackend>(model: WanDit<B>, rank: usize, rng: &mut TrainRng) -> WanDit<B> {
+    let device = model.device();
+    let std = 1.0 / (rank as f64).sqrt();
+    let drawn = params(&model, |p| p.contains(".adapters.") && p.ends_with(".a"))
+        .into_iter()
+        .map(|(k, v)| (k, Tensor::from_data(rng.normal_data(vec![v.dims()[0]]), &device) * std))
+        .collect();
+    assign(model, drawn)
+}
+
 impl<B: AutodiffBackend + AttentionBackend> DmdTrainer<B>
 where
     B::InnerBackend: AttentionBackend,
@@ -84,7 +98,7 @@ where
             return Err(TrainError::Config("dmd: the critic must be a plain DiT (it gets its own LoRA)".into()));
         }
         let critic_train = shared.config.critic_train(&train);
-        let critic = critic.with_roles(&critic_train.lora());
+        let critic = fresh_adapters(critic.with_roles(&critic_train.lora()), critic_train.lora_rank, &mut TrainRng::new(critic_train.seed));
         let rng = TrainRng::new(train.seed).fork(0xD3D);
         Ok(Self {
             generator: Trainer::new(train, student, devices, clips)?,
@@ -98,25 +112,40 @@ where
         &self.shared.config
     }
 
+    /// The frozen parts (teacher, VAE, config, contract).
+    pub fn shared(&self) -> &DmdShared<B::InnerBackend> {
+        &self.shared
+    }
+
     /// Generator steps done.
     pub fn step_count(&self) -> usize {
         self.generator.step_count()
     }
 
-    /// One generator update, then the critic updates. A failed step leaves the run unusable
-    /// for bit-exact continuation; resume from the last checkpoint.
+    /// One generator update, then the critic updates, each at its own exit draw. A failed step
+    /// leaves the run unusable for bit-exact continuation; resume from the last checkpoint.
     pub fn step(&mut self, data: &dyn ClipSource) -> Result<DmdReport> {
         let stages = self.shared.config.stages;
         let exit = self.rng.below(stages);
-        let critic = self.critic.model().valid();
-        let generator = self.generator.step(&GeneratorObjective { shared: &self.shared, critic: &critic, exit }, data)?;
-        let student = self.generator.model().valid();
+        let generator = self.generator_step(data, exit)?;
         let mut reports = Vec::with_capacity(self.shared.config.critic_updates);
         for _ in 0..self.shared.config.critic_updates {
             let exit = self.rng.below(stages);
-            reports.push(self.critic.step(&CriticObjective { shared: &self.shared, student: &student, exit }, data)?);
+            reports.push(self.critic_step(data, exit)?);
         }
         Ok(DmdReport { step: generator.step, exit, generator, critic: reports })
+    }
+
+    /// One generator update exiting at stage `exit`, scored by the current critic.
+    pub fn generator_step(&mut self, data: &dyn ClipSource, exit: usize) -> Result<StepReport> {
+        let critic = self.critic.model().valid();
+        self.generator.step(&GeneratorObjective { shared: &self.shared, critic: &critic, exit }, data)
+    }
+
+    /// One critic update on samples of the current student exiting at stage `exit`.
+    pub fn critic_step(&mut self, data: &dyn ClipSource, exit: usize) -> Result<StepReport> {
+        let student = self.generator.model().valid();
+        self.critic.step(&CriticObjective { shared: &self.shared, student: &student, exit }, data)
     }
 
     /// Saves the run's state into `run/step-NNNNNN/` (see the module docs). `critic_base`: the
@@ -127,7 +156,8 @@ where
             write_trainer(dir, &self.generator, None)?;
             write_trainer(&dir.join(CRITIC_DIR), &self.critic, critic_base)?;
             let state = DmdState { rng: self.rng.clone(), dmd: self.shared.config.clone() };
-            let json = serde_json::to_vec_pretty(&state).map_err(|e| TrainError::Checkpoint { path: dir.join(DMD_FILE), message: e.to_string() })?;
+            let json = serde_json::to_vec_pretty(&state)
+                .map_err(|e| TrainError::Checkpoint { path: dir.join(DMD_FILE), message: e.to_string() })?;
             write_atomic(&dir.join(DMD_FILE), &json)
         })
     }
@@ -137,8 +167,8 @@ where
     pub fn restore(&mut self, dir: &Path) -> Result<()> {
         let path = dir.join(DMD_FILE);
         let text = std::fs::read_to_string(&path).map_err(|source| TrainError::Io { path: path.clone(), source })?;
-        let state: DmdState =
-            serde_json::from_str(&text).map_err(|e| TrainError::Checkpoint { path: path.clone(), message: format!("invalid DMD state: {e}") })?;
+        let state: DmdState = serde_json::from_str(&text)
+            .map_err(|e| TrainError::Checkpoint { path: path.clone(), message: format!("invalid DMD state: {e}") })?;
         let critic = dir.join(CRITIC_DIR);
         if read_state(&critic)?.step != self.shared.config.critic_updates * read_state(dir)?.step {
             return Err(TrainError::Checkpoint { path: critic, message: "critic steps do not match the generator's at this ratio".into() });

@@ -49,7 +49,10 @@ impl<B: Backend> KvContext<B> for RendererContext<'_, B> {
 
     fn check(&self, layers: usize, _batch: usize, _heads: usize, _head_dim: usize) -> ff_model::Result<()> {
         match self.bank.iter().position(|e| e.layers.len() != layers) {
-            Some(a) => Err(ff_model::ModelError::Input(format!("anchor bank entry {a} has {} layers, the model {layers}", self.bank[a].layers.len()))),
+            Some(a) => Err(ff_model::ModelError::Input(format!(
+                "anchor bank entry {a} has {} layers, the model {layers}",
+                self.bank[a].layers.len()
+            ))),
             None if self.bank.len() != self.contract.anchors.len() => Err(ff_model::ModelError::Input(format!(
                 "anchor bank holds {} entries, the contract has {} anchors",
                 self.bank.len(),
