@@ -11,9 +11,9 @@ use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
 use ff_model::vae::WanVaeConfig;
 use ff_model::{AttentionBackend, DitConfig, LoraConfig, WanDit};
+use ff_train::TrainRng;
 use ff_train::data::{InMemoryClips, LatentClip};
 use ff_train::dmd::{DmdConfig, DmdShared, DmdTrainer};
-use ff_train::TrainRng;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -139,7 +139,10 @@ fn plan() -> Vec<(String, u64)> {
     let bank = 9 * per_frame * layers * 2 * d * 2;
     let kt = teacher.dim as u64;
     vec![
-        (format!("student weights, bf16 + f32 master ({:.2} B params incl. roles)", (backbone + roles) as f64 / 1e9), (backbone + roles) * 6),
+        (
+            format!("student weights, bf16 + f32 master ({:.2} B params incl. roles)", (backbone + roles) as f64 / 1e9),
+            (backbone + roles) * 6,
+        ),
         ("student gradients, AdamW moments, EMA (f32, 4 per param)".into(), (backbone + roles) * 16),
         ("critic base weights, bf16".into(), backbone * 2),
         (format!("critic LoRA rank 256 ×2 slots ({:.0} M params), f32 weights + gradient + moments + EMA", roles as f64 / 1e6), roles * 20),
@@ -149,7 +152,10 @@ fn plan() -> Vec<(String, u64)> {
         ("generator: per-layer checkpointing (layer inputs + one layer)".into(), layers * render * d * 2 + layer(render, d, f)),
         ("generator: anchor bank K/V at the exit stage (9 anchors, all layers), bf16".into(), bank),
         (format!("scores: teacher forward transient, one layer (N = {window}, no grad)"), layer(window, kt, teacher.ffn_dim as u64)),
-        (format!("critic step: critic activations with LoRA grads, all layers (N = {window}), no checkpointing"), layers * layer(window, d, f)),
+        (
+            format!("critic step: critic activations with LoRA grads, all layers (N = {window}), no checkpointing"),
+            layers * layer(window, d, f),
+        ),
         ("critic step: per-layer checkpointing".into(), layers * window * d * 2 + layer(window, d, f)),
     ]
 }
@@ -174,7 +180,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             mem(r.rss_before)
         );
     }
-    println!("\nmemory plan of Phase 2 at the paper's scale (1.3B student and critic, 14B teacher, L = 81, 480p), one device holding everything");
+    println!(
+        "\nmemory plan of Phase 2 at the paper's scale (1.3B student and critic, 14B teacher, L = 81, 480p), one device holding everything"
+    );
     println!("| part | bytes |");
     println!("| --- | ---: |");
     for (what, bytes) in plan() {
