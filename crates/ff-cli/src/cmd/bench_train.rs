@@ -70,7 +70,7 @@ struct Row {
 }
 
 /// `VmHWM` / `VmRSS` of this process in bytes (Linux).
-fn proc_status(field: &str) -> Option<u64> {
+pub(crate) fn proc_status(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with(field))?;
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
@@ -162,7 +162,7 @@ where
 
 /// Parameters of a preset: (backbone, role LoRA of `rank` on self q,k,v,o and cross q,o of
 /// both roles + the two role vectors).
-fn param_counts(c: &DitConfig, rank: usize) -> (usize, usize) {
+pub(crate) fn param_counts(c: &DitConfig, rank: usize) -> (usize, usize) {
     let (d, f) = (c.dim, c.ffn_dim);
     let linear = |i: usize, o: usize| i * o + o;
     let patch = linear(c.in_channels * c.patch_size.iter().product::<usize>(), d);
@@ -216,7 +216,7 @@ impl Plan {
     }
 }
 
-fn gib(bytes: u64) -> String {
+pub(crate) fn gib(bytes: u64) -> String {
     format!("{:.3} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 

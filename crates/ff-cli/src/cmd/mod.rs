@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_attention;
 pub mod bench_dit;
+pub mod bench_dmd;
 pub mod bench_train;
 pub mod encode_videos;
 pub mod eval;

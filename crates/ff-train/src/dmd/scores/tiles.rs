@@ -13,10 +13,12 @@ use std::ops::Range;
 
 /// The target tiles of `latents` positions under a window of `window ≥ 2` positions.
 pub fn tiles(latents: usize, window: usize) -> Vec<Range<usize>> {
-    let mut out = vec![0..window.min(latents)];
-    while out.last().expect("one tile").end < latents {
-        let start = out.last().expect("one tile").end;
-        out.push(start..(start + window - 1).min(latents));
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < latents || out.is_empty() {
+        let end = (start + if out.is_empty() { window } else { window - 1 }).min(latents);
+        out.push(start..end);
+        start = end;
     }
     out
 }
