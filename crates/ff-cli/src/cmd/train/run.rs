@@ -30,12 +30,20 @@ use std::time::Instant;
 /// The effective config of a run, saved in the run directory.
 pub const CONFIG_FILE: &str = "config.toml";
 
+/// Where the run's DiT starts from.
+pub enum DitStart {
+    /// The model directory's DiT, with fresh roles (the base file is recorded in checkpoints).
+    Load(PathBuf),
+    /// Random weights of the config, no roles (every parameter is in the checkpoints).
+    Fresh,
+}
+
 /// Everything a training run needs before the backend starts.
 pub struct Session<C> {
     config: RunConfig<C>,
     run: PathBuf,
     devices: DeviceSpec,
-    dit: PathBuf,
+    dit: DitStart,
     dit_config: DitConfig,
     data: ShardDataset,
     resume: Option<PathBuf>,
@@ -43,8 +51,9 @@ pub struct Session<C> {
 
 impl<C: Serialize + DeserializeOwned> Session<C> {
     /// Checks the config and the run directory, resolves the model files, opens the dataset,
-    /// prints the effective config and saves it as `RUN/config.toml`.
-    pub fn prepare(config: RunConfig<C>, run: PathBuf, resume: bool) -> Result<Self> {
+    /// prints the effective config and saves it as `RUN/config.toml`. The DiT is the model
+    /// directory's, or a fresh one of `fresh` when given.
+    pub fn prepare(config: RunConfig<C>, run: PathBuf, resume: bool, fresh: Option<DitConfig>) -> Result<Self> {
         let devices: DeviceSpec = config.paths.devices.parse()?;
         let Some(model_dir) = &config.paths.model_dir else { bail!("no model: pass --model-dir DIR or set `model_dir` in the config") };
         let Some(data) = &config.paths.data else { bail!("no data: pass --data DATA or set `data` in the config") };
@@ -63,8 +72,13 @@ impl<C: Serialize + DeserializeOwned> Session<C> {
             }
             (false, None) => None,
         };
-        let (dit, dit_config_path) = dit_files(model_dir)?;
-        let dit_config = DitConfig::from_json(&dit_config_path)?;
+        let (dit, dit_config) = match fresh {
+            Some(config) => (DitStart::Fresh, config),
+            None => {
+                let (dit, dit_config_path) = dit_files(model_dir)?;
+                (DitStart::Load(dit), DitConfig::from_json(&dit_config_path)?)
+            }
+        };
         let data = ShardDataset::open(data)?;
         let effective = config.to_toml()?;
         eprintln!("effective config:\n{effective}");
@@ -113,9 +127,14 @@ impl<C, O: AnyBackendObjective> BackendTask for Train<C, O> {
         let s = &session;
         let c = &s.config.train;
         Autodiff::<B>::seed(&devices[0], c.seed);
-        let model = WanDit::<Autodiff<B>>::load(&s.dit_config, &s.dit, &devices[0])
-            .with_context(|| format!("cannot load the DiT from {}", s.dit.display()))?
-            .with_roles(&c.lora());
+        let (model, base) = match &s.dit {
+            DitStart::Load(dit) => {
+                let model = WanDit::<Autodiff<B>>::load(&s.dit_config, dit, &devices[0])
+                    .with_context(|| format!("cannot load the DiT from {}", dit.display()))?;
+                (model.with_roles(&c.lora()), Some(dit.as_path()))
+            }
+            DitStart::Fresh => (s.dit_config.init::<Autodiff<B>>(&devices[0]), None),
+        };
         let mut trainer = Trainer::new(c.clone(), model, devices, s.data.len())?;
         if let Some(dir) = &s.resume {
             restore(&mut trainer, dir)?;
@@ -132,7 +151,7 @@ impl<C, O: AnyBackendObjective> BackendTask for Train<C, O> {
             progress.step(report.step, report.loss);
             let stop = interrupt.load(Ordering::SeqCst);
             if report.step % c.checkpoint_every == 0 || report.step == c.steps || stop {
-                let dir = checkpoint::save(&s.run, &trainer, Some(&s.dit))?;
+                let dir = checkpoint::save(&s.run, &trainer, base)?;
                 metrics.checkpoint()?;
                 progress.note(format!("step {}: loss {:.4}, checkpoint {}", report.step, report.loss, dir.display()));
             }
