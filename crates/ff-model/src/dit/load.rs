@@ -14,7 +14,6 @@ use super::model::WanDit;
 use crate::error::Result;
 use crate::load::{CheckpointFiles, KeyRemap, load_checkpoint, module_tensors};
 use burn::tensor::TensorData;
-use burn_store::ModuleSnapshot;
 use kernels_cubecl::AttentionBackend;
 use std::path::Path;
 

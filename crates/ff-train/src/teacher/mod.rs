@@ -11,7 +11,7 @@ use crate::data::LatentClip;
 use crate::flow::{FlowMatchConfig, FlowMatchObjective};
 use crate::objective::{Loss, Objective};
 use crate::rng::TrainRng;
-use crate::{Result, TrainError};
+use crate::TrainError; // not `Result`: the `Config` derive expands to code that uses std's
 use burn::config::Config;
 use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
@@ -34,7 +34,7 @@ pub struct TeacherConfig {
 impl TeacherConfig {
     /// The DiT this config trains; an unknown preset or a dropout outside [0, 1] is an error
     /// naming the key.
-    pub fn dit_config(&self) -> Result<DitConfig> {
+    pub fn dit_config(&self) -> crate::Result<DitConfig> {
         if !(0.0..=1.0).contains(&self.text_dropout) {
             return Err(TrainError::Config(format!("text_dropout {} must lie in [0, 1]", self.text_dropout)));
         }
@@ -52,10 +52,16 @@ pub struct TeacherObjective {
 }
 
 impl TeacherObjective {
-    pub fn new(config: &TeacherConfig, empty: TensorData) -> Result<Self> {
+    pub fn new(config: &TeacherConfig, empty: TensorData) -> crate::Result<Self> {
         config.dit_config()?;
         let flow = FlowMatchObjective { config: FlowMatchConfig::new().with_shift(config.shift).with_role(Role::Base) };
         Ok(Self { flow, text_dropout: config.text_dropout, empty })
+    }
+
+    /// Whether the next clip trains on the empty prompt. One draw per clip, before the flow
+    /// objective's σ and noise, whatever the outcome: a clip's noise does not depend on it.
+    pub fn drops(&self, rng: &mut TrainRng) -> bool {
+        rng.uniform() < self.text_dropout
     }
 }
 
@@ -63,10 +69,8 @@ impl<B: AutodiffBackend + AttentionBackend> Objective<B> for TeacherObjective
 where
     B::InnerBackend: AttentionBackend,
 {
-    fn loss(&self, model: &WanDit<B>, clip: &LatentClip, rng: &mut TrainRng) -> Result<Loss<B>> {
-        // One draw per clip, before the flow objective's σ and noise, whatever the outcome: the
-        // noise of a clip does not depend on whether its prompt was dropped.
-        if rng.uniform() < self.text_dropout {
+    fn loss(&self, model: &WanDit<B>, clip: &LatentClip, rng: &mut TrainRng) -> crate::Result<Loss<B>> {
+        if self.drops(rng) {
             let dropped = LatentClip { prompt: self.empty.clone(), ..clip.clone() };
             return self.flow.loss(model, &dropped, rng);
         }

@@ -104,7 +104,7 @@ mod tests {
     #[test]
     fn forwards_are_two_per_step_with_guidance_and_one_without() {
         let device = Default::default();
-        let model = DitConfig::tiny().with_text_len(4).with_num_layers(1).init::<NdArray>(&device);
+        let model = DitConfig { num_layers: 1, ..DitConfig::tiny().with_text_len(4) }.init::<NdArray>(&device);
         let text = |v: f32| model.text_context(Tensor::full([1, 4, 24], v, &device));
         let (c, u) = (text(1.0), text(-1.0));
         let noise = || Tensor::<NdArray, 5>::random([1, 16, 2, 2, 2], Distribution::Normal(0.0, 1.0), &device);

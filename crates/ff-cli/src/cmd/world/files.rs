@@ -29,10 +29,6 @@ impl WorldDir {
         self.0.join("vae")
     }
 
-    pub fn transformer_dir(&self) -> PathBuf {
-        self.0.join("transformer")
-    }
-
     /// The prompt encoder of the directory, padding to `max_len` tokens (the DiT's `text_len`).
     pub fn text(&self, max_len: usize) -> Result<PromptEncoderFiles> {
         let dir = self.text_encoder_dir();
