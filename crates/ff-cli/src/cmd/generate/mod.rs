@@ -115,7 +115,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     plan.check_memory(&args)?;
     // Creating the sink checks the output format (and clears a stale output) before any work.
     let sink = VideoSink::create(&args.out)?;
-    eprintln!("{}", plan.describe(&args));
+    match args.steps {
+        Some(steps) => eprintln!(
+            "{} latents ({} frames), {}x{} px, bidirectional teacher sampler: {steps} Euler steps, guidance {}",
+            plan.length.latents, plan.length.frames, args.width, args.height, args.guidance
+        ),
+        None => eprintln!("{}", plan.describe(&args)),
+    }
     let text_start = Instant::now();
     let (embedding, source) = prompt::embed(&plan.text, &args.prompt, args.prompt_cache.as_deref())?;
     let empty = match args.steps.filter(|_| args.guidance != 1.0) {
