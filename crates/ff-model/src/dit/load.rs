@@ -109,6 +109,7 @@ impl<B: AttentionBackend> WanDit<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use burn_store::ModuleSnapshot;
 
     #[test]
     fn both_layouts_map_to_the_same_paths() {

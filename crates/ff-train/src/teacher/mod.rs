@@ -7,11 +7,11 @@
 //! Shapes: as [`FlowMatchObjective`]; the empty-prompt embedding is `[tokens, text_dim]` f32 from
 //! the same text encoder as the dataset's prompts.
 
+use crate::TrainError; // not `Result`: the `Config` derive expands to code that uses std's
 use crate::data::LatentClip;
 use crate::flow::{FlowMatchConfig, FlowMatchObjective};
 use crate::objective::{Loss, Objective};
 use crate::rng::TrainRng;
-use crate::TrainError; // not `Result`: the `Config` derive expands to code that uses std's
 use burn::config::Config;
 use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
