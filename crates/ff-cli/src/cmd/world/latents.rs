@@ -80,8 +80,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .collect();
     let kept = args.clips - scenes.len();
     eprintln!("{} clips: {kept} already in {}, {} to encode", args.clips, args.out.display(), scenes.len());
-    let task = Encode { scenes, writer, text, vae, vae_config, frames: frames_for_seconds(args.seconds) };
-    let added = dispatch(&args.devices, Precision::F32, task)?;
+    let added = match scenes.is_empty() {
+        true => 0,
+        false => dispatch(
+            &args.devices,
+            Precision::F32,
+            Encode { scenes, writer, text, vae, vae_config, frames: frames_for_seconds(args.seconds) },
+        )?,
+    };
     println!("{}: {} clips ({added} added)", args.out.display(), kept + added);
     Ok(ExitCode::SUCCESS)
 }
