@@ -4,6 +4,7 @@
 
 pub mod checkpoint;
 pub mod data;
+pub mod dmd;
 pub mod engine;
 pub mod error;
 pub mod flow;

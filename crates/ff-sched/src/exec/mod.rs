@@ -29,7 +29,7 @@ mod worker;
 
 pub use batched::{execute_batched, waves};
 pub use dit::{DitRunner, Roles};
-pub use noise::NoiseSpec;
+pub use noise::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
 pub use placement::{Placement, PlannerPlacement};
 
 use crate::bank::{Entry, WorkerBanks, bank_plan};
