@@ -133,7 +133,13 @@ impl<C, O: AnyBackendObjective> BackendTask for Train<C, O> {
             restore(&mut trainer, dir)?;
             eprintln!("resumed from {} after step {}", dir.display(), trainer.step_count());
         }
-        drive(&s.run, c.steps, c.checkpoint_every, &s.data, &mut Engine { trainer, objective: OnBackend(&objective), base: s.dit.as_deref() })
+        drive(
+            &s.run,
+            c.steps,
+            c.checkpoint_every,
+            &s.data,
+            &mut Engine { trainer, objective: OnBackend(&objective), base: s.dit.as_deref() },
+        )
     }
 }
 
