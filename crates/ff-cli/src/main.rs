@@ -53,6 +53,10 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Write a dataset of the small world's procedural domain (MP4 clips and captions).
     World(cmd::world::Args),
+    /// Write the small world's tokenizer and frozen tiny umT5 text encoder into a model directory.
+    WorldText(cmd::world::text::Args),
+    /// Write latent shards of the small world's domain straight from the generator (no MP4s).
+    WorldLatents(cmd::world::latents::Args),
     /// Measure videos: prompt accuracy, identity persistence, drift and seam statistics.
     Eval(cmd::eval::Args),
     /// Train the planner and renderer roles (Phase 1: `train sft`).
@@ -73,6 +77,8 @@ fn main() -> std::process::ExitCode {
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::World(args) => cmd::world::run(args),
+        Command::WorldText(args) => cmd::world::text::run(args),
+        Command::WorldLatents(args) => cmd::world::latents::run(args),
         Command::Eval(args) => cmd::eval::run(args),
         Command::Train(args) => cmd::train::run(args),
     };
