@@ -37,6 +37,8 @@ enum Command {
     BenchDit(cmd::bench_dit::Args),
     /// Time one Phase 1 training step and print the memory plan of the paper's layout.
     BenchTrain(cmd::bench_train::Args),
+    /// Time the Wan VAE decode of a clip's latents (tiny and Wan2.1 widths, random weights).
+    BenchVae(cmd::bench_vae::Args),
     /// Time block-sparse attention (dense mask, blockwise, kernel) on a packed or chunk layout.
     BenchAttention(cmd::bench_attention::Args),
     /// Build a schedule's generation graph and print its forward counts and rounds.
@@ -65,6 +67,7 @@ fn main() -> std::process::ExitCode {
         Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
         Command::BenchDit(args) => cmd::bench_dit::run(args),
         Command::BenchTrain(args) => cmd::bench_train::run(args),
+        Command::BenchVae(args) => cmd::bench_vae::run(args),
         Command::BenchAttention(args) => cmd::bench_attention::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
