@@ -39,6 +39,8 @@ enum Command {
     BenchTrain(cmd::bench_train::Args),
     /// Time one Phase 2 generator step and one critic step and print the Phase 2 memory plan.
     BenchDmd(cmd::bench_dmd::Args),
+    /// Time the Wan VAE decode of a clip's latents (tiny and Wan2.1 widths, random weights).
+    BenchVae(cmd::bench_vae::Args),
     /// Time block-sparse attention (dense mask, blockwise, kernel) on a packed or chunk layout.
     BenchAttention(cmd::bench_attention::Args),
     /// Build a schedule's generation graph and print its forward counts and rounds.
@@ -72,6 +74,7 @@ fn main() -> std::process::ExitCode {
         Command::BenchDit(args) => cmd::bench_dit::run(args),
         Command::BenchTrain(args) => cmd::bench_train::run(args),
         Command::BenchDmd(args) => cmd::bench_dmd::run(args),
+        Command::BenchVae(args) => cmd::bench_vae::run(args),
         Command::BenchAttention(args) => cmd::bench_attention::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),

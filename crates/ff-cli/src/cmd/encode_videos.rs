@@ -73,7 +73,7 @@ struct Job {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     if args.devices.count() != 1 {
-        bail!("encode-videos runs the VAE on one device; --devices {:?} names {}", args.devices, args.devices.count());
+        bail!("encode-videos runs the VAE on one device; --devices {} names {}", args.devices, args.devices.count());
     }
     let length = FrameCount::from_latents(args.latents)?;
     let captioned = read_captions(&args.captions, &args.videos)?;
