@@ -4,7 +4,7 @@
 
 use burn::backend::NdArray;
 use burn::backend::ndarray::{FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray};
-use burn::tensor::{DType, Tensor, TensorMetadata, TensorPrimitive, backend::Backend, ops::FloatTensor};
+use burn::tensor::{backend::Backend, ops::FloatTensor};
 use std::borrow::Cow;
 
 /// A backend whose f32 tensors the CPU kernel can read on the host.
@@ -17,6 +17,7 @@ pub trait HostValues: Backend {
 /// Through `into_data` (one copy).
 #[cfg(feature = "flex")]
 fn copied<B: Backend, const N: usize>(t: &FloatTensor<B>) -> Option<Cow<'static, [f32]>> {
+    use burn::tensor::{DType, Tensor, TensorMetadata, TensorPrimitive};
     if t.dtype() != DType::F32 {
         return None;
     }
