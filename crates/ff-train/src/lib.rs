@@ -11,6 +11,7 @@ pub mod flow;
 pub mod objective;
 pub mod rng;
 pub mod sft;
+pub mod teacher;
 
 pub use error::{Result, TrainError};
 pub use objective::{Loss, Objective};

@@ -11,16 +11,20 @@
 //! every output element is computed by one task in one fixed order: results are bit-identical at
 //! any thread count. Scores never exist beyond one `query tile × key tile` block per task.
 //!
-//! Tensors move to host slices with `into_data` and back with `from_data` (one copy each way).
+//! Inputs are read in place where the backend allows ([`HostValues`]: NdArray's row-major
+//! tensors), outputs move to the backend with `from_data`.
 
 mod backward;
 mod forward;
 mod gemm;
+mod host;
 mod simd;
 mod tiles;
 
 use crate::BlockTable;
-use burn::tensor::{DType, Tensor, TensorData, TensorPrimitive, backend::Backend, ops::FloatTensor};
+pub use host::HostValues;
+
+use burn::tensor::{TensorData, TensorMetadata, backend::Backend, ops::FloatTensor};
 
 /// Sizes of the flattened problem: `bh` = batch × heads.
 #[derive(Clone, Copy, Debug)]
@@ -75,51 +79,40 @@ fn check(dims: Dims, table: &BlockTable, inputs: &[(&[f32], usize)]) {
     }
 }
 
-/// The host values of an f32 tensor, or `None` for another dtype.
-fn host<B: Backend, const N: usize>(t: FloatTensor<B>) -> Option<(Vec<f32>, [usize; N], B::Device)> {
-    let t = Tensor::<B, N>::from_primitive(TensorPrimitive::Float(t));
-    if t.dtype() != DType::F32 {
-        return None;
-    }
-    let (dims, device) = (t.dims(), t.device());
-    Some((t.into_data().into_vec::<f32>().ok()?, dims, device))
-}
-
 fn tensor<B: Backend, const N: usize>(values: Vec<f32>, dims: [usize; N], device: &B::Device) -> FloatTensor<B> {
     B::float_from_data(TensorData::new(values, dims), device)
 }
 
-fn dims_of([b, h, nq, d]: [usize; 4], k_tokens: usize) -> Dims {
-    Dims { bh: b * h, q_tokens: nq, k_tokens, head_dim: d }
+fn dims4<B: Backend>(t: &FloatTensor<B>) -> [usize; 4] {
+    t.shape().dims()
 }
 
 /// [`forward`] on backend tensors (f32 only; `None` for other dtypes).
-pub(crate) fn forward_tensors<B: Backend>(
+pub(crate) fn forward_tensors<B: HostValues>(
     q: FloatTensor<B>,
     k: FloatTensor<B>,
     v: FloatTensor<B>,
     table: &BlockTable,
 ) -> Option<(FloatTensor<B>, FloatTensor<B>)> {
-    let (q, shape, device) = host::<B, 4>(q)?;
-    let (k, k_shape, _) = host::<B, 4>(k)?;
-    let (v, ..) = host::<B, 4>(v)?;
-    let (out, lse) = forward(&q, &k, &v, dims_of(shape, k_shape[2]), table);
-    Some((tensor::<B, 4>(out, shape, &device), tensor::<B, 3>(lse, [shape[0], shape[1], shape[2]], &device)))
+    let ([b, h, nq, d], nk, device) = (dims4::<B>(&q), dims4::<B>(&k)[2], B::float_device(&q));
+    let dims = Dims { bh: b * h, q_tokens: nq, k_tokens: nk, head_dim: d };
+    let (out, lse) = forward(&B::values::<4>(&q)?, &B::values::<4>(&k)?, &B::values::<4>(&v)?, dims, table);
+    Some((tensor::<B, 4>(out, [b, h, nq, d], &device), tensor::<B, 3>(lse, [b, h, nq], &device)))
 }
 
 /// [`backward`] on backend tensors (f32 only; `None` for other dtypes).
-pub(crate) fn backward_tensors<B: Backend>(
+pub(crate) fn backward_tensors<B: HostValues>(
     [q, k, v, out, grad]: [FloatTensor<B>; 5],
     lse: FloatTensor<B>,
     table: &BlockTable,
 ) -> Option<[FloatTensor<B>; 3]> {
-    let (q, shape, device) = host::<B, 4>(q)?;
-    let (k, k_shape, _) = host::<B, 4>(k)?;
-    let [v, out, grad] = [v, out, grad].map(|t| host::<B, 4>(t).map(|(x, ..)| x));
-    let (lse, ..) = host::<B, 3>(lse)?;
-    let grads = backward(&q, &k, &v?, &out?, &lse, &grad?, dims_of(shape, k_shape[2]), table);
+    let (q_shape, k_shape, device) = (dims4::<B>(&q), dims4::<B>(&k), B::float_device(&q));
+    let [b, h, nq, d] = q_shape;
+    let dims = Dims { bh: b * h, q_tokens: nq, k_tokens: k_shape[2], head_dim: d };
+    let [q, k, v, out, grad] = [&q, &k, &v, &out, &grad].map(|t| B::values::<4>(t));
+    let grads = backward(&q?, &k?, &v?, &out?, &B::values::<3>(&lse)?, &grad?, dims, table);
     let [dq, dk, dv] = grads;
-    Some([tensor::<B, 4>(dq, shape, &device), tensor::<B, 4>(dk, k_shape, &device), tensor::<B, 4>(dv, k_shape, &device)])
+    Some([tensor::<B, 4>(dq, q_shape, &device), tensor::<B, 4>(dk, k_shape, &device), tensor::<B, 4>(dv, k_shape, &device)])
 }
 
 #[cfg(test)]

@@ -121,3 +121,25 @@ fn results_are_bit_identical_at_one_and_two_threads() {
     };
     assert!(run(1) == run(2), "results differ between 1 and 2 threads");
 }
+
+#[cfg(feature = "flex")]
+#[test]
+fn flex_runs_the_kernel_forward_and_backward() {
+    use burn::backend::Flex;
+    type F = Autodiff<Flex>;
+    const { assert!(<F as crate::AttentionBackend>::MODEL_KERNEL) };
+    let table = packed_sft_table(13, 3);
+    let (nq, nk) = table.tokens();
+    let leaves = [random::<F>([1, 2, nq, 8], 1), random::<F>([1, 2, nk, 8], 2), random::<F>([1, 2, nk, 8], 3)].map(|t| t.require_grad());
+    let run = |out: Tensor<F, 4>| {
+        let g = out.clone().sum().backward();
+        std::iter::once(values(out)).chain(leaves.iter().map(|t| values(t.grad(&g).unwrap()))).collect::<Vec<_>>()
+    };
+    let [q, k, v] = leaves.clone();
+    let got = run(crate::kernel_attention(q.clone(), k.clone(), v.clone(), &table).expect("Flex has the CPU kernel"));
+    let want = run(blockwise::attention(q, k, v, &table));
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let err = rel_err(g, w);
+        assert!(err <= 1e-4, "output/grad {i}: relative error {err}");
+    }
+}

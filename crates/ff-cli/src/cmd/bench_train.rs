@@ -137,7 +137,7 @@ where
         Ok(model)
     };
     model = step(model)?;
-    let cpu = a.devices == DeviceSpec::Cpu;
+    let cpu = a.devices.is_host();
     let rss_before = cpu.then(|| proc_status("VmRSS:")).flatten();
     if cpu {
         // "5" resets the peak resident set size (VmHWM) to the current RSS.
@@ -222,7 +222,7 @@ pub(crate) fn gib(bytes: u64) -> String {
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
-        "one Phase 1 step (packed forward + backward + AdamW) on {:?} ({:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
+        "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
         a.devices, a.precision, a.latents, a.height, a.width, a.text_tokens, a.lora_rank, a.trainable
     );
     println!("| preset | packed frames | tokens | trainable params | seconds/step | steps/s | RSS before step | peak RSS during step |");

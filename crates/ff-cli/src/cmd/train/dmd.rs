@@ -128,7 +128,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         (config.train.lora_rank, config.train.lora_alpha) = (state.train.lora_rank, state.train.lora_alpha);
     }
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
-    let session = Session::prepare(config, out, args.resume)?;
+    let session = Session::prepare(config, out, args.resume, None)?;
     let devices = session.devices.clone();
     dispatch(&devices, Precision::F32, Dmd { session })
 }
@@ -177,7 +177,7 @@ impl BackendTask for Dmd {
         };
         let teacher = WanDit::<B>::load(&teacher_config, &teacher_weights, &teacher_device)
             .with_context(|| format!("cannot load the teacher from {}", teacher_weights.display()))?;
-        let critic_base = section.critic.clone().unwrap_or_else(|| s.dit.clone());
+        let critic_base = section.critic.clone().or_else(|| s.dit.clone()).context("no critic base: set `dmd.critic`")?;
         let critic = WanDit::<Autodiff<B>>::load(&s.dit_config, &critic_base, &critic_devices[0])
             .with_context(|| format!("cannot load the critic's base from {}", critic_base.display()))?;
 

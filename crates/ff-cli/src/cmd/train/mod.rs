@@ -8,6 +8,7 @@ mod metrics;
 mod progress;
 mod run;
 mod sft;
+mod teacher;
 
 use anyhow::Result;
 use std::process::ExitCode;
@@ -24,11 +25,14 @@ enum Command {
     Sft(sft::Args),
     /// Phase 2: self-rollout DMD distillation of the student against a frozen teacher and a LoRA critic.
     Dmd(dmd::Args),
+    /// The small world's teacher: a bidirectional DiT from scratch, flow matching with text dropout.
+    Teacher(teacher::Args),
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Sft(args) => sft::run(args),
         Command::Dmd(args) => dmd::run(args),
+        Command::Teacher(args) => teacher::run(args),
     }
 }

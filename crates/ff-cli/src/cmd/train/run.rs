@@ -35,8 +35,9 @@ pub struct Session<C> {
     pub(super) config: RunConfig<C>,
     pub(super) run: PathBuf,
     pub(super) devices: DeviceSpec,
-    /// The model directory's DiT weights and config.
-    pub(super) dit: PathBuf,
+    /// The model directory's DiT weights (the run adds fresh roles), or `None`: random weights
+    /// of `dit_config`, no roles (every parameter is in the checkpoints). And the config.
+    pub(super) dit: Option<PathBuf>,
     pub(super) dit_config: DitConfig,
     pub(super) data: ShardDataset,
     /// The checkpoint to resume from.
@@ -45,8 +46,9 @@ pub struct Session<C> {
 
 impl<C: Serialize + DeserializeOwned> Session<C> {
     /// Checks the config and the run directory, resolves the model files, opens the dataset,
-    /// prints the effective config and saves it as `RUN/config.toml`.
-    pub fn prepare(config: RunConfig<C>, run: PathBuf, resume: bool) -> Result<Self> {
+    /// prints the effective config and saves it as `RUN/config.toml`. The DiT is the model
+    /// directory's, or a fresh one of `fresh` when given.
+    pub fn prepare(config: RunConfig<C>, run: PathBuf, resume: bool, fresh: Option<DitConfig>) -> Result<Self> {
         let devices: DeviceSpec = config.paths.devices.parse()?;
         let Some(model_dir) = &config.paths.model_dir else { bail!("no model: pass --model-dir DIR or set `model_dir` in the config") };
         let Some(data) = &config.paths.data else { bail!("no data: pass --data DATA or set `data` in the config") };
@@ -65,8 +67,13 @@ impl<C: Serialize + DeserializeOwned> Session<C> {
             }
             (false, None) => None,
         };
-        let (dit, dit_config_path) = dit_files(model_dir)?;
-        let dit_config = DitConfig::from_json(&dit_config_path)?;
+        let (dit, dit_config) = match fresh {
+            Some(config) => (None, config),
+            None => {
+                let (dit, dit_config_path) = dit_files(model_dir)?;
+                (Some(dit), DitConfig::from_json(&dit_config_path)?)
+            }
+        };
         let data = ShardDataset::open(data)?;
         let effective = config.to_toml()?;
         eprintln!("effective config:\n{effective}");
@@ -115,15 +122,24 @@ impl<C, O: AnyBackendObjective> BackendTask for Train<C, O> {
         let s = &session;
         let c = &s.config.train;
         Autodiff::<B>::seed(&devices[0], c.seed);
-        let model = WanDit::<Autodiff<B>>::load(&s.dit_config, &s.dit, &devices[0])
-            .with_context(|| format!("cannot load the DiT from {}", s.dit.display()))?
-            .with_roles(&c.lora());
+        let model = match &s.dit {
+            Some(dit) => WanDit::<Autodiff<B>>::load(&s.dit_config, dit, &devices[0])
+                .with_context(|| format!("cannot load the DiT from {}", dit.display()))?
+                .with_roles(&c.lora()),
+            None => s.dit_config.init::<Autodiff<B>>(&devices[0]),
+        };
         let mut trainer = Trainer::new(c.clone(), model, devices, s.data.len())?;
         if let Some(dir) = &s.resume {
             restore(&mut trainer, dir)?;
             eprintln!("resumed from {} after step {}", dir.display(), trainer.step_count());
         }
-        drive(&s.run, c.steps, c.checkpoint_every, &s.data, &mut Engine { trainer, objective: OnBackend(&objective), base: &s.dit })
+        drive(
+            &s.run,
+            c.steps,
+            c.checkpoint_every,
+            &s.data,
+            &mut Engine { trainer, objective: OnBackend(&objective), base: s.dit.as_deref() },
+        )
     }
 }
 
@@ -141,7 +157,7 @@ pub(super) trait Steps {
 struct Engine<'a, B: AttentionBackend, O> {
     trainer: Trainer<Autodiff<B>>,
     objective: OnBackend<'a, O>,
-    base: &'a Path,
+    base: Option<&'a Path>,
 }
 
 impl<B: AttentionBackend, O: AnyBackendObjective> Steps for Engine<'_, B, O> {
@@ -152,7 +168,7 @@ impl<B: AttentionBackend, O: AnyBackendObjective> Steps for Engine<'_, B, O> {
         Ok(self.trainer.step(&self.objective, data)?)
     }
     fn save(&self, run: &Path) -> Result<PathBuf> {
-        Ok(checkpoint::save(run, &self.trainer, Some(self.base))?)
+        Ok(checkpoint::save(run, &self.trainer, self.base)?)
     }
 }
 
