@@ -29,10 +29,6 @@ pub trait AttentionBackend: Backend {
     /// backends return `None` for dtypes other than f32).
     const FUSED_ATTENTION: bool = false;
 
-    /// Whether [`crate::attention`] (the model's path) runs the kernel without the
-    /// `fused-attention` feature: true where the kernel matches the blockwise path at every shape.
-    const MODEL_KERNEL: bool = false;
-
     /// `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]`,
     /// softmax scale `1/sqrt(head_dim)`, keys restricted by `table`. `None`: no kernel here.
     fn fused_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, table: &BlockTable) -> Option<FloatTensor<Self>> {
@@ -83,7 +79,6 @@ pub fn kernel_attention<B: AttentionBackend>(
 macro_rules! cpu_kernel {
     () => {
         const FUSED_ATTENTION: bool = true;
-        const MODEL_KERNEL: bool = true;
 
         fn fused_attention_lse(
             q: FloatTensor<Self>,
@@ -153,7 +148,6 @@ impl<B: AttentionBackend> Backward<B, 3> for FusedAttentionBackward {
 
 impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B, C> {
     const FUSED_ATTENTION: bool = B::FUSED_ATTENTION;
-    const MODEL_KERNEL: bool = B::MODEL_KERNEL;
 
     fn fused_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, table: &BlockTable) -> Option<FloatTensor<Self>> {
         if !B::FUSED_ATTENTION {

@@ -127,7 +127,7 @@ fn results_are_bit_identical_at_one_and_two_threads() {
 fn flex_runs_the_kernel_forward_and_backward() {
     use burn::backend::Flex;
     type F = Autodiff<Flex>;
-    const { assert!(<F as crate::AttentionBackend>::MODEL_KERNEL) };
+    const { assert!(<F as crate::AttentionBackend>::FUSED_ATTENTION) };
     let table = packed_sft_table(13, 3);
     let (nq, nk) = table.tokens();
     let leaves = [random::<F>([1, 2, nq, 8], 1), random::<F>([1, 2, nk, 8], 2), random::<F>([1, 2, nk, 8], 3)].map(|t| t.require_grad());

@@ -3,10 +3,11 @@
 //! `blockwise` (the portable path, the reference of `max_rel_err`) and `kernel` (the backend's
 //! fused kernel: CubeCL on GPU backends, the CPU kernel on NdArray and Flex in f32). Layouts:
 //! `packed-sft` (the paper's packed SFT sequence with `--frames` renderer latents; 81 gives its
-//! 155 frames) and `chunk` (3 query frames over `--frames` context frames and themselves). Per row: mean seconds per call (forward, or
-//! forward + backward with `--backward`), the growth of the process's peak resident memory
-//! during the calls (host RAM: NdArray tensors, or lavapipe's device memory; not CUDA device
-//! memory), achieved GFLOP/s counting only the allowed blocks, and errors against blockwise.
+//! 155 frames) and `chunk` (3 query frames over `--frames` context frames and themselves). Per
+//! row: mean seconds per call (forward, or forward + backward with `--backward`), the growth of
+//! the process's peak resident memory during the calls (host RAM: NdArray tensors, or lavapipe's
+//! device memory; not CUDA device memory), achieved GFLOP/s counting only the allowed blocks,
+//! and errors against blockwise.
 
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
@@ -218,7 +219,7 @@ fn bench<B: AttentionBackend>(a: &Args, frames: usize, tpf: usize, device: &B::D
     let dense_bytes = (nq * nk) as u64 * (1 + 4 * (b * h) as u64 * if a.backward { 6 } else { 3 });
     let row = |path: Path| Row {
         path: path.name(),
-        backend: format!("{:?}", a.devices),
+        backend: a.devices.to_string(),
         layout: format!("{:?}", a.layout),
         frames,
         tokens_per_frame: tpf,
@@ -286,7 +287,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mode = if a.backward { "forward + backward" } else { "forward" };
-    println!("{:?} layout on {:?}, {} heads × {}, {mode}, mean of {} calls", a.layout, a.devices, a.heads, a.head_dim, a.iters);
+    println!("{:?} layout on {}, {} heads × {}, {mode}, mean of {} calls", a.layout, a.devices, a.heads, a.head_dim, a.iters);
     println!(
         "| path | frames | tokens/frame | packed frames | q tokens | k tokens | allowed pairs | seconds | peak bytes | GFLOP/s | max rel err | grad max rel err |"
     );

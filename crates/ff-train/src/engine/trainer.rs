@@ -65,8 +65,8 @@ where
             return Err(TrainError::Config("the dataset holds no clips".into()));
         }
         let trainable = config.trainable;
-        if model.role_embedding.is_none() && trainable == super::Trainable::Lora {
-            return Err(TrainError::Config("trainable = \"lora\" needs a model with roles (WanDit::with_roles)".into()));
+        if model.role_embedding.is_none() && trainable != super::Trainable::All {
+            return Err(TrainError::Config(format!("trainable = {trainable:?} needs a model with roles (WanDit::with_roles)")));
         }
         let model = set_trainable(model, |p| trainable.contains(p));
         let ema = Ema::new(config.ema_decay, params(&model.valid(), |p| trainable.contains(p)));

@@ -3,10 +3,12 @@
 //! checkpoints ([`run`]).
 
 mod config;
+mod dmd;
 mod metrics;
 mod progress;
 mod run;
 mod sft;
+mod teacher;
 
 use anyhow::Result;
 use std::process::ExitCode;
@@ -21,10 +23,16 @@ pub struct Args {
 enum Command {
     /// Phase 1: packed time-rebased supervised fine-tuning of the planner and renderer roles.
     Sft(sft::Args),
+    /// Phase 2: self-rollout DMD distillation of the student against a frozen teacher and a LoRA critic.
+    Dmd(dmd::Args),
+    /// The small world's teacher: a bidirectional DiT from scratch, flow matching with text dropout.
+    Teacher(teacher::Args),
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Sft(args) => sft::run(args),
+        Command::Dmd(args) => dmd::run(args),
+        Command::Teacher(args) => teacher::run(args),
     }
 }
