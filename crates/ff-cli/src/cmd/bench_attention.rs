@@ -1,12 +1,13 @@
 //! `flashforward bench-attention`: block-sparse attention paths on one layout as the sequence
 //! grows. Paths: `dense` (Burn's stock attention under a dense token mask, built here only),
 //! `blockwise` (the portable path, the reference of `max_rel_err`) and `kernel` (the backend's
-//! fused kernel; none on NdArray). Layouts: `packed-sft` (the paper's packed SFT sequence with
-//! `--frames` renderer latents; 81 gives its 155 frames) and `chunk` (3 query frames over
-//! `--frames` context frames and themselves). Per row: mean seconds per call (forward, or
-//! forward + backward with `--backward`), the growth of the process's peak resident memory
-//! during the calls (host RAM: NdArray tensors, or lavapipe's device memory; not CUDA device
-//! memory), achieved GFLOP/s counting only the allowed blocks, and errors against blockwise.
+//! fused kernel: CubeCL on GPU backends, the CPU kernel on NdArray and Flex in f32). Layouts:
+//! `packed-sft` (the paper's packed SFT sequence with `--frames` renderer latents; 81 gives its
+//! 155 frames) and `chunk` (3 query frames over `--frames` context frames and themselves). Per
+//! row: mean seconds per call (forward, or forward + backward with `--backward`), the growth of
+//! the process's peak resident memory during the calls (host RAM: NdArray tensors, or lavapipe's
+//! device memory; not CUDA device memory), achieved GFLOP/s counting only the allowed blocks,
+//! and errors against blockwise.
 
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
