@@ -62,7 +62,7 @@ ratio() { "$PY" -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2])
 dit_seconds() { awk -F'|' -v mode="$1" '$3 ~ mode { gsub(/ /, "", $6); print $6 }'; }
 vae_seconds() { awk -F'|' 'NR > 3 { gsub(/ /, "", $6); print $6 }'; }
 
-echo "Rust: $("$BIN" --version), backend: $("$BIN" bench-dit --configs tiny --iters 1 --height 4 --width 4 --text-tokens 4 | head -1 | sed 's/.* on \(.*\) (F32).*/\1/')"
+echo "Rust: $("$BIN" --version), backend: $("$BIN" bench-dit --configs tiny --iters 1 --height 4 --width 4 --text-tokens 4 | sed -n '1s/.* on \(.*\) (F32).*/\1/p')"
 echo "PyTorch: $("$PY" -c 'import torch; print(torch.__version__)'), $(nproc) cores"
 echo
 echo "bench-dit: one renderer chunk forward (3 latent frames of 30×52 over 6 published chunks, 512 text tokens)"

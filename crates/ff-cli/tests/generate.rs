@@ -307,7 +307,9 @@ fn ctrl_c_stops_after_the_chunk_in_flight_with_a_playable_partial_video() {
     assert!(frames >= 9 && (frames - 9).is_multiple_of(12) && frames < 117, "{frames} frames");
     assert!(frames <= 9 + 12 * 2, "stopped after the chunk in flight, not later: {frames} frames");
     assert!(stdout.contains(&format!("{}: {frames} of 117 frames", mp4.display())), "{stdout}\n{stderr}");
-    assert!(stderr.contains("stopped: interrupted"), "{stderr}");
+    // Ctrl-C lands during the forwards ("stopped: worker 0: interrupted (Ctrl-C)") or, when the
+    // VAE is the slow part, after the last forward ("stopped: interrupted (Ctrl-C)").
+    assert!(stderr.lines().any(|l| l.starts_with("stopped: ") && l.ends_with("interrupted (Ctrl-C)")), "{stderr}");
 }
 
 /// A `train sft` run over the Wan-layout directory's DiT: `generate --dit RUN` renders with the
