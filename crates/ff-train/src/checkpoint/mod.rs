@@ -16,14 +16,19 @@
 //! complete one, and the leftover temp folder is ignored (and replaced by the next save).
 //! Resume restores every piece of state, so on NdArray a resumed run is bit-identical to one
 //! that never stopped.
+//!
+//! A run that trains a plain module (every parameter, e.g. the codec) uses the same folders and
+//! files with the module's own paths and config ([`save_module`], [`restore_module`]).
 
 mod files;
 mod inference;
+mod module;
 #[cfg(test)]
 mod tests;
 
 pub use files::{read_tensors, write_tensors};
 pub use inference::{load_dit, merged_weights};
+pub use module::{ModuleCheckpointState, load_module_ema, read_module_state, restore_module, save_module};
 
 use crate::data::{Cursor, Sampler};
 use crate::engine::params::{params, set_trainable};
@@ -101,18 +106,10 @@ where
     B: AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
 {
-    let name = folder_name(trainer.step);
-    let (tmp, dir) = (run.join(format!(".{name}.tmp")), run.join(&name));
-    if tmp.exists() {
-        fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
-    }
-    fs::create_dir_all(&tmp).map_err(io(&tmp))?;
     let trainable = trainer.config.trainable;
     let keep = |p: &str| trainable.contains(p);
-    write_tensors(&tmp.join(MODEL_FILE), trainer.model.valid().file_tensors(keep)?, HashMap::new())?;
-    write_tensors(&tmp.join(EMA_FILE), trainer.ema_model().file_tensors(keep)?, HashMap::new())?;
-    let (tensors, steps) = optimizer_tensors(trainer.optimizer.state());
-    write_tensors(&tmp.join(OPTIMIZER_FILE), tensors, HashMap::from([(STEPS_KEY.to_string(), steps)]))?;
+    let model = trainer.model.valid().file_tensors(keep)?;
+    let ema = trainer.ema_model().file_tensors(keep)?;
     let every_parameter = trainer.model.valid().file_tensors(|p| !trainable.contains(p))?.is_empty();
     let base = match base.filter(|_| !every_parameter) {
         Some(b) => Some(fs::canonicalize(b).map_err(io(b))?),
@@ -127,7 +124,34 @@ where
         dit: trainer.model.config().clone(),
         base,
     };
-    let json = serde_json::to_vec_pretty(&state).map_err(|e| TrainError::Checkpoint { path: tmp.clone(), message: e.to_string() })?;
+    write_folder(run, trainer, model, ema, &state)
+}
+
+/// Writes the checkpoint of `trainer` after its current step into `run/step-NNNNNN/` through a
+/// temp folder renamed when complete (weights `model`, `ema`, the optimizer moments, `state`),
+/// then prunes all but the newest `keep_checkpoints` checkpoints.
+fn write_folder<B, M>(
+    run: &Path,
+    trainer: &Trainer<B, M>,
+    model: Vec<(String, TensorData)>,
+    ema: Vec<(String, TensorData)>,
+    state: &impl Serialize,
+) -> Result<PathBuf>
+where
+    B: AutodiffBackend + AttentionBackend,
+    B::InnerBackend: AttentionBackend,
+{
+    let name = folder_name(trainer.step);
+    let (tmp, dir) = (run.join(format!(".{name}.tmp")), run.join(&name));
+    if tmp.exists() {
+        fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+    }
+    fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    write_tensors(&tmp.join(MODEL_FILE), model, HashMap::new())?;
+    write_tensors(&tmp.join(EMA_FILE), ema, HashMap::new())?;
+    let (tensors, steps) = optimizer_tensors(trainer.optimizer.state());
+    write_tensors(&tmp.join(OPTIMIZER_FILE), tensors, HashMap::from([(STEPS_KEY.to_string(), steps)]))?;
+    let json = serde_json::to_vec_pretty(state).map_err(|e| TrainError::Checkpoint { path: tmp.clone(), message: e.to_string() })?;
     crate::data::write_atomic(&tmp.join(STATE_FILE), &json)?;
     files::sync_dir(&tmp)?;
     if dir.exists() {

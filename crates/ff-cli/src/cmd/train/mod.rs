@@ -7,6 +7,7 @@ mod metrics;
 mod progress;
 mod run;
 mod sft;
+mod vae;
 
 use anyhow::Result;
 use std::process::ExitCode;
@@ -21,10 +22,13 @@ pub struct Args {
 enum Command {
     /// Phase 1: packed time-rebased supervised fine-tuning of the planner and renderer roles.
     Sft(sft::Args),
+    /// The small world's codec: a tiny Wan VAE trained on procedural clips (reconstruction + β·KL).
+    Vae(vae::Args),
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Sft(args) => sft::run(args),
+        Command::Vae(args) => vae::run(args),
     }
 }

@@ -13,7 +13,8 @@ use crate::progress::install_interrupt_flag;
 use crate::video::write_atomic;
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
-use burn::tensor::backend::Backend;
+use burn::module::AutodiffModule;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use ff_model::{AttentionBackend, DitConfig, WanDit};
 use ff_train::checkpoint::{self, latest, restore};
 use ff_train::data::{ClipSource, LatentClip, ShardDataset};
@@ -22,7 +23,7 @@ use ff_train::{Loss, Objective, TrainRng};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -50,28 +51,34 @@ impl<C: Serialize + DeserializeOwned> Session<C> {
         let Some(data) = &config.paths.data else { bail!("no data: pass --data DATA or set `data` in the config") };
         config.train.validate()?;
         config.train.accumulation(devices.count())?;
-        let existing = latest(&run)?;
-        let resume = match (resume, existing) {
-            (true, Some(dir)) => Some(dir),
-            (true, None) => bail!("--resume: {} holds no checkpoint", run.display()),
-            (false, Some(dir)) => {
-                bail!(
-                    "{} already holds a run (checkpoint {}): pass --resume to continue it, or choose another --out",
-                    run.display(),
-                    dir.display()
-                )
-            }
-            (false, None) => None,
-        };
+        let resume = resume_checkpoint(&run, resume)?;
         let (dit, dit_config_path) = dit_files(model_dir)?;
         let dit_config = DitConfig::from_json(&dit_config_path)?;
         let data = ShardDataset::open(data)?;
-        let effective = config.to_toml()?;
-        eprintln!("effective config:\n{effective}");
-        std::fs::create_dir_all(&run).with_context(|| format!("cannot create the run directory {}", run.display()))?;
-        write_atomic(&run.join(CONFIG_FILE), |w| Ok(w.write_all(effective.as_bytes())?))?;
+        save_effective_config(&config, &run)?;
         Ok(Self { config, run, devices, dit, dit_config, data, resume })
     }
+}
+
+/// The checkpoint a run continues from: the newest of `run` with `--resume` (an error when there
+/// is none), none for a new run (an error when `run` already holds one).
+pub fn resume_checkpoint(run: &Path, resume: bool) -> Result<Option<PathBuf>> {
+    match (resume, latest(run)?) {
+        (true, Some(dir)) => Ok(Some(dir)),
+        (true, None) => bail!("--resume: {} holds no checkpoint", run.display()),
+        (false, Some(dir)) => {
+            bail!("{} already holds a run (checkpoint {}): pass --resume to continue it, or choose another --out", run.display(), dir.display())
+        }
+        (false, None) => Ok(None),
+    }
+}
+
+/// Prints the effective config and saves it as `RUN/config.toml` (creating `run`).
+pub fn save_effective_config<C: Serialize + DeserializeOwned>(config: &RunConfig<C>, run: &Path) -> Result<()> {
+    let effective = config.to_toml()?;
+    eprintln!("effective config:\n{effective}");
+    std::fs::create_dir_all(run).with_context(|| format!("cannot create the run directory {}", run.display()))?;
+    write_atomic(&run.join(CONFIG_FILE), |w| Ok(w.write_all(effective.as_bytes())?))
 }
 
 /// Runs the session's training with `objective` on its devices (f32: optimizer state, EMA and
@@ -121,31 +128,57 @@ impl<C, O: AnyBackendObjective> BackendTask for Train<C, O> {
             restore(&mut trainer, dir)?;
             eprintln!("resumed from {} after step {}", dir.display(), trainer.step_count());
         }
-        let mut metrics = Metrics::open(&s.run, trainer.step_count())?;
-        let progress = StepProgress::new(trainer.step_count(), c.steps);
-        let interrupt = install_interrupt_flag()?;
         let objective = OnBackend(&objective);
-        while trainer.step_count() < c.steps {
-            let start = Instant::now();
-            let report = trainer.step(&objective, &s.data).inspect_err(|_| progress.abandon("failed"))?;
-            metrics.log(&report, start.elapsed().as_secs_f64())?;
-            progress.step(report.step, report.loss);
-            let stop = interrupt.load(Ordering::SeqCst);
-            if report.step % c.checkpoint_every == 0 || report.step == c.steps || stop {
-                let dir = checkpoint::save(&s.run, &trainer, Some(&s.dit))?;
-                metrics.checkpoint()?;
-                progress.note(format!("step {}: loss {:.4}, checkpoint {}", report.step, report.loss, dir.display()));
-            }
-            if stop {
-                progress.abandon("interrupted");
-                eprintln!("interrupted after step {}: resume with --resume", report.step);
-                return Ok(ExitCode::from(130));
-            }
-        }
-        progress.finish();
-        if let Some(dir) = latest(&s.run)? {
+        let code = run_steps(&mut trainer, &objective, &s.data, &s.run, |t| Ok(checkpoint::save(&s.run, t, Some(&s.dit))?))?;
+        if code == ExitCode::SUCCESS
+            && let Some(dir) = latest(&s.run)?
+        {
             println!("{}", dir.display());
         }
-        Ok(ExitCode::SUCCESS)
+        Ok(code)
     }
 }
+
+/// Runs `trainer` up to its configured steps with the progress bar and the metrics log of `run`,
+/// saving a checkpoint with `save` every `checkpoint_every` steps, at the end, and when Ctrl-C
+/// stops the run after the current step (exit status 130).
+pub fn run_steps<B, M, C, O>(
+    trainer: &mut Trainer<B, M>,
+    objective: &O,
+    data: &dyn ClipSource<C>,
+    run: &Path,
+    save: impl Fn(&Trainer<B, M>) -> Result<PathBuf>,
+) -> Result<ExitCode>
+where
+    B: AutodiffBackend + AttentionBackend,
+    B::InnerBackend: AttentionBackend,
+    M: AutodiffModule<B> + Send,
+    C: Send,
+    O: Objective<B, M, C> + Sync,
+{
+    let steps = trainer.config().steps;
+    let every = trainer.config().checkpoint_every;
+    let mut metrics = Metrics::open(run, trainer.step_count())?;
+    let progress = StepProgress::new(trainer.step_count(), steps);
+    let interrupt = install_interrupt_flag()?;
+    while trainer.step_count() < steps {
+        let start = Instant::now();
+        let report = trainer.step(objective, data).inspect_err(|_| progress.abandon("failed"))?;
+        metrics.log(&report, start.elapsed().as_secs_f64())?;
+        progress.step(report.step, report.loss);
+        let stop = interrupt.load(Ordering::SeqCst);
+        if report.step % every == 0 || report.step == steps || stop {
+            let dir = save(trainer)?;
+            metrics.checkpoint()?;
+            progress.note(format!("step {}: loss {:.4}, checkpoint {}", report.step, report.loss, dir.display()));
+        }
+        if stop {
+            progress.abandon("interrupted");
+            eprintln!("interrupted after step {}: resume with --resume", report.step);
+            return Ok(ExitCode::from(130));
+        }
+    }
+    progress.finish();
+    Ok(ExitCode::SUCCESS)
+}
+
