@@ -18,12 +18,16 @@ type B = Autodiff<NdArray>;
 fn tiny_vae() -> WanVae<B> {
     let config = WanVaeConfig { base_dim: 4, z_dim: 4, latents_mean: vec![0.0; 4], latents_std: vec![1.0; 4], ..WanVaeConfig::tiny_world() };
     <B as burn::tensor::backend::Backend>::seed(&Default::default(), 3);
-    config.init(&Default::default())
+    let vae = config.init(&Default::default());
+    // Burn initialises parameters lazily, and a clone of an uninitialised module draws its own
+    // weights: materialise them so that every trainer of a test starts from the same ones.
+    crate::engine::params::params(&vae, |_| true);
+    vae
 }
 
-/// Two fixed 16×16 clips of 5 frames.
+/// Two fixed 8×8 clips of 5 frames (one latent pixel).
 fn clips() -> WorldClips {
-    WorldClips::new(WorldClipsConfig::new().with_frames(5).with_width(16).with_height(16).with_clips(2)).unwrap()
+    WorldClips::new(WorldClipsConfig::new().with_frames(5).with_width(8).with_height(8).with_clips(2)).unwrap()
 }
 
 fn config() -> TrainConfig {
