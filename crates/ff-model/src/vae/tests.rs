@@ -234,10 +234,14 @@ fn exported_config_and_tensors_load_back_into_the_same_vae() {
         .iter()
         .map(|(k, d)| (k.clone(), d.shape.to_vec(), d.to_vec::<f32>().unwrap().iter().flat_map(|v| v.to_le_bytes()).collect()))
         .collect();
-    let views = bytes.iter().map(|(k, s, b)| (k.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap()));
+    let views =
+        bytes.iter().map(|(k, s, b)| (k.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap()));
     let weights = dir.join("diffusion_pytorch_model.safetensors");
     safetensors::serialize_to_file(views, None, &weights).unwrap();
-    assert_eq!(VaeLayout::detect(&read_tensors(&weights).unwrap().into_keys().collect::<Vec<_>>(), &weights).unwrap(), VaeLayout::Diffusers);
+    assert_eq!(
+        VaeLayout::detect(&read_tensors(&weights).unwrap().into_keys().collect::<Vec<_>>(), &weights).unwrap(),
+        VaeLayout::Diffusers
+    );
     let loaded = WanVae::<B>::load(&weights, &config, &device).unwrap();
     let video = random([1, 3, 5, 16, 16], 3);
     let (mean, logvar) = reference.encode_moments(video.clone()).unwrap();

@@ -108,7 +108,8 @@ impl ClipSource<VideoClip> for WorldClips {
     fn get(&self, index: usize) -> crate::Result<VideoClip> {
         let c = &self.config;
         let seed = self.seed(index);
-        let scene = Scene::sample(seed, &SceneConfig { width: c.width, height: c.height, two_objects: c.two_objects, gradient: c.gradient });
+        let scene =
+            Scene::sample(seed, &SceneConfig { width: c.width, height: c.height, two_objects: c.two_objects, gradient: c.gradient });
         let start = TrainRng::new(seed).below(c.max_start_seconds * FPS + 1);
         let frames: Vec<Vec<u8>> = (start..start + c.frames).map(|f| render_frame(&scene, f as f64 / FPS as f64)).collect();
         VideoClip::from_rgb8(&frames, c.width, c.height)

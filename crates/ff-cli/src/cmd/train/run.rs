@@ -67,7 +67,11 @@ pub fn resume_checkpoint(run: &Path, resume: bool) -> Result<Option<PathBuf>> {
         (true, Some(dir)) => Ok(Some(dir)),
         (true, None) => bail!("--resume: {} holds no checkpoint", run.display()),
         (false, Some(dir)) => {
-            bail!("{} already holds a run (checkpoint {}): pass --resume to continue it, or choose another --out", run.display(), dir.display())
+            bail!(
+                "{} already holds a run (checkpoint {}): pass --resume to continue it, or choose another --out",
+                run.display(),
+                dir.display()
+            )
         }
         (false, None) => Ok(None),
     }
@@ -181,4 +185,3 @@ where
     progress.finish();
     Ok(ExitCode::SUCCESS)
 }
-

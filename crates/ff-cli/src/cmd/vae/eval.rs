@@ -64,7 +64,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mean = |key: &str| rows.iter().filter_map(|r| r[key].as_f64()).sum::<f64>() / rows.len().max(1) as f64;
     let (psnr, stream) = (mean("psnr"), mean("stream_psnr"));
     if args.json {
-        println!("{}", serde_json::json!({ "psnr": psnr, "stream_psnr": stream, "clips": rows.len(), "seconds": args.seconds, "per_clip": rows }));
+        println!(
+            "{}",
+            serde_json::json!({ "psnr": psnr, "stream_psnr": stream, "clips": rows.len(), "seconds": args.seconds, "per_clip": rows })
+        );
     } else {
         println!("mean over {} clips of {} s: PSNR {psnr:.2} dB, streaming {stream:.2} dB", rows.len(), args.seconds);
     }
