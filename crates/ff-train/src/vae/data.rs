@@ -81,7 +81,7 @@ pub struct WorldClips {
 impl WorldClips {
     pub fn new(config: WorldClipsConfig) -> crate::Result<Self> {
         let c = &config;
-        if c.frames < 5 || c.frames % 4 != 1 || c.width % 8 != 0 || c.height % 8 != 0 || c.width == 0 || c.height == 0 {
+        if c.frames < 5 || c.frames % 4 != 1 || !c.width.is_multiple_of(8) || !c.height.is_multiple_of(8) || c.width == 0 || c.height == 0 {
             return Err(TrainError::Config(format!(
                 "clips of {} frames at {}×{}: frames must be 1 + 4k with k ≥ 1, width and height positive multiples of 8",
                 c.frames, c.width, c.height
