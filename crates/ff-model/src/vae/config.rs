@@ -62,10 +62,10 @@ impl WanVaeConfig {
     }
 
     /// The small world's codec (DESIGN §9): Wan2.1's structure (4× time / 8× space, causal
-    /// cache, mid-block attention) at width 16, one residual block per stage, 16 latent channels.
+    /// cache, mid-block attention) at width 8, one residual block per stage, 16 latent channels.
     /// Its latent statistics are placeholders (0, 1) until a trained encoder measures them.
     pub fn tiny_world() -> Self {
-        Self::new(16, 16, vec![1, 2, 4, 4], 1, vec![], vec![false, true, true], vec![0.0; 16], vec![1.0; 16])
+        Self::new(8, 16, vec![1, 2, 4, 4], 1, vec![], vec![false, true, true], vec![0.0; 16], vec![1.0; 16])
     }
 
     /// The diffusers `vae/config.json` of this VAE (read back by [`WanVaeConfig::from_json`]).
