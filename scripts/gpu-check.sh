@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The device checks of the backbone and schedule issues, as one prepared run on one CUDA GPU.
+# The device checks of the backbone, schedule and block-sparse attention (issue 7) issues, as one
+# prepared run on one CUDA GPU.
 #
 # Here (build machine):  cargo build --release -p ff-cli --features cuda
 #                        mkdir -p .gpu && cp -r ../shared/fixtures .gpu/ && cp target/release/flashforward .gpu/

@@ -6,10 +6,10 @@
 //! `B: AttentionBackend`, so a kernel plugs in here for all callers.
 //!
 //! Implementations: `CubeBackend` (wgpu, cuda) launches the CubeCL kernels of [`crate::kernel`];
-//! `Fusion<B>` registers them as custom operations of the fusion stream; `Autodiff<B>` runs the
-//! inner kernel forward and differentiates through the inner backward kernels (FlashAttention-2
-//! from the saved log-sum-exp). NdArray has no kernel, so `Autodiff<NdArray>` differentiates the
-//! portable path.
+//! `Fusion<B>` registers them as custom operations of the fusion stream; NdArray and Flex run the
+//! CPU kernel of [`crate::cpu`] on f32 tensors (other dtypes take the portable path);
+//! `Autodiff<B>` runs the inner kernel forward and differentiates through the inner backward
+//! kernels (FlashAttention-2 from the saved log-sum-exp).
 //!
 //! Shapes: `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]`,
 //! `lse: [batch, heads, q_tokens]` (f32, natural log-sum-exp of the scaled scores).
@@ -25,7 +25,8 @@ use burn::tensor::{Tensor, TensorPrimitive, backend::Backend, ops::FloatTensor};
 
 /// A backend that may run block-sparse attention as one fused kernel.
 pub trait AttentionBackend: Backend {
-    /// Whether the `fused_*` methods run a kernel (return `Some`) on this backend.
+    /// Whether the `fused_*` methods run a kernel (return `Some`) on this backend (the CPU
+    /// backends return `None` for dtypes other than f32).
     const FUSED_ATTENTION: bool = false;
 
     /// `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]`,
@@ -74,11 +75,40 @@ pub fn kernel_attention<B: AttentionBackend>(
     B::fused_attention(prim(q), prim(k), prim(v), table).map(|out| Tensor::from_primitive(TensorPrimitive::Float(out)))
 }
 
+/// The CPU kernel ([`crate::cpu`]) as the `AttentionBackend` items of a CPU backend.
+macro_rules! cpu_kernel {
+    () => {
+        const FUSED_ATTENTION: bool = true;
+
+        fn fused_attention_lse(
+            q: FloatTensor<Self>,
+            k: FloatTensor<Self>,
+            v: FloatTensor<Self>,
+            table: &BlockTable,
+        ) -> Option<(FloatTensor<Self>, FloatTensor<Self>)> {
+            crate::cpu::forward_tensors::<Self>(q, k, v, table)
+        }
+
+        fn fused_attention_backward(
+            q: FloatTensor<Self>,
+            k: FloatTensor<Self>,
+            v: FloatTensor<Self>,
+            out: FloatTensor<Self>,
+            lse: FloatTensor<Self>,
+            grad: FloatTensor<Self>,
+            table: &BlockTable,
+        ) -> Option<[FloatTensor<Self>; 3]> {
+            crate::cpu::backward_tensors::<Self>([q, k, v, out, grad], lse, table)
+        }
+    };
+}
+
 impl<E: FloatNdArrayElement, I: IntNdArrayElement, Q: QuantElement> AttentionBackend for NdArray<E, I, Q>
 where
     NdArrayTensor: From<SharedArray<E>>,
     NdArrayTensor: From<SharedArray<I>>,
 {
+    cpu_kernel!();
 }
 
 /// State the autodiff backward keeps: inputs, output and log-sum-exp on the inner backend.
@@ -93,7 +123,9 @@ struct Saved<B: Backend> {
 }
 
 #[cfg(feature = "flex")]
-impl AttentionBackend for burn::backend::Flex {}
+impl AttentionBackend for burn::backend::Flex {
+    cpu_kernel!();
+}
 
 #[derive(Debug)]
 struct FusedAttentionBackward;

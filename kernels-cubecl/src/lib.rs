@@ -2,41 +2,31 @@
 //! `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]`, scale
 //! `1/sqrt(head_dim)`, with the keys each query may see given by a frame-level [`BlockTable`]
 //! (never a token-level mask). Every DiT self-attention goes through this one function: it runs
-//! the backend's fused kernel ([`AttentionBackend::fused_attention`]) where there is one, else the
-//! portable [`blockwise`] path in stock tensor ops.
+//! the backend's fused kernel ([`AttentionBackend::fused_attention`]: the CubeCL kernels of
+//! [`kernel`], the CPU kernel of [`cpu`]) where there is one, else the portable [`blockwise`] path
+//! in stock tensor ops.
 
 mod backend;
 pub mod blockwise;
+pub mod cpu;
 pub mod kernel;
 mod table;
 
 pub use backend::{AttentionBackend, kernel_attention};
 pub use table::{BlockTable, QueryGroup};
 
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::Tensor;
 
 /// Block-sparse scaled dot-product attention; see the crate docs.
 ///
 /// Panics when the token counts of `q`, `k`, `v` differ from the table's.
 pub fn attention<B: AttentionBackend>(q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>, table: &BlockTable) -> Tensor<B, 4> {
     table.assert_tokens(q.dims()[2], k.dims()[2], v.dims()[2]);
-    // The CubeCL kernels still disagree with the blockwise path at some shapes (head dim 64 with
-    // 64-token frames of the packed layout: docs/BENCHMARKS.md), so the model routes through them
-    // only with the `fused-attention` feature; `kernel_attention` runs them directly.
-    let fused = cfg!(feature = "fused-attention")
-        .then(|| {
-            B::fused_attention(
-                q.clone().into_primitive().tensor(),
-                k.clone().into_primitive().tensor(),
-                v.clone().into_primitive().tensor(),
-                table,
-            )
-        })
-        .flatten();
-    match fused {
-        Some(out) => Tensor::from_primitive(TensorPrimitive::Float(out)),
-        None => blockwise::attention(q, k, v, table),
-    }
+    let fused = match B::FUSED_ATTENTION {
+        true => kernel_attention(q.clone(), k.clone(), v.clone(), table),
+        false => None,
+    };
+    fused.unwrap_or_else(|| blockwise::attention(q, k, v, table))
 }
 
 #[cfg(test)]

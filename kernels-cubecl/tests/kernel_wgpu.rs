@@ -130,6 +130,20 @@ fn head_dims_64_and_128() {
     }
 }
 
+/// Mesa's lavapipe ends every loop of an invocation once all its loops together took 65,535
+/// back-edges; the kernels with runtime loops over the head dim ran past that from 512 keys per
+/// query at dim 64 (zeros or stale output). 768 queries × 768 keys, every pair allowed, so each
+/// query row walks 768 keys (forward, dQ) and each key row 768 queries (dK, dV).
+#[test]
+fn long_rows_at_head_dims_48_64_128() {
+    let table = BlockTable::full(&[64; 12], &[64; 12]);
+    for dim in [48, 64, 128] {
+        let x = inputs(&table, 1, 1, dim, 700 + dim as u64);
+        let (f, g) = (forward_err(&table, &x), grad_err(&table, &x));
+        assert!(f <= 1e-5 && g <= 1e-4, "dim {dim}: forward {f}, grad {g}");
+    }
+}
+
 #[test]
 fn half_precision_inputs_where_the_adapter_has_them() {
     let dev = WgpuDevice::default();

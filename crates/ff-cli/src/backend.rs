@@ -1,23 +1,46 @@
-//! Backends the binary runs on: NdArray (CPU, f32) always; CUDA (f32 or bf16) and wgpu behind
-//! the `cuda` and `wgpu` features. A `--devices` string (`cpu`, `cuda:0,1,2,3`, `wgpu:0`) selects
-//! one backend and its devices; [`dispatch`] runs a backend-generic task on it.
+//! Backends the binary runs on: Burn's Flex on the CPU (f32) always; NdArray (the library
+//! tests' reference), CUDA (f32 or bf16) and wgpu behind the `ndarray`, `cuda` and `wgpu`
+//! features. A `--devices` string (`cpu`, `ndarray`, `cuda:0,1,2,3`, `wgpu:0`) selects one
+//! backend and its devices; [`dispatch`] runs a backend-generic task on it.
 
 use anyhow::{Context, bail};
 use ff_model::AttentionBackend;
+use std::fmt;
 use std::str::FromStr;
 
-pub type CpuBackend = burn::backend::NdArray;
+/// The default CPU backend: Burn's Flex (gemm matmul on rayon threads, SIMD element-wise ops,
+/// im2col convolutions). docs/BENCHMARKS.md ("CPU backend") has the measurement that chose it.
+pub type CpuBackend = burn::backend::Flex;
 
-pub fn cpu_device() -> burn::backend::ndarray::NdArrayDevice {
-    Default::default()
+/// [`CpuBackend`]'s name in device strings and tables.
+pub const CPU_BACKEND: &str = "flex";
+
+pub fn cpu_device() -> burn::backend::flex::FlexDevice {
+    burn::backend::flex::FlexDevice
 }
 
 /// Which backend and devices to run on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceSpec {
+    /// [`CpuBackend`].
     Cpu,
+    /// Burn's NdArray on the CPU (needs the `ndarray` feature).
+    NdArray,
     Cuda(Vec<usize>),
     Wgpu(Vec<usize>),
+}
+
+impl fmt::Display for DeviceSpec {
+    /// `cpu (flex)`, `ndarray`, `cuda:0,1`: the backend in use, for printed tables.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |ids: &[usize]| ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+        match self {
+            Self::Cpu => write!(f, "cpu ({CPU_BACKEND})"),
+            Self::NdArray => write!(f, "ndarray"),
+            Self::Cuda(ids) => write!(f, "cuda:{}", list(ids)),
+            Self::Wgpu(ids) => write!(f, "wgpu:{}", list(ids)),
+        }
+    }
 }
 
 /// Float precision of the weights and activations (bf16 needs CUDA).
@@ -37,9 +60,10 @@ impl FromStr for DeviceSpec {
         };
         match kind {
             "cpu" if !s.contains(':') => Ok(Self::Cpu),
+            "ndarray" if !s.contains(':') => Ok(Self::NdArray),
             "cuda" => Ok(Self::Cuda(ids()?)),
             "wgpu" => Ok(Self::Wgpu(ids()?)),
-            _ => bail!("unknown device '{s}': use cpu, cuda:0[,1,...] or wgpu:0[,1,...]"),
+            _ => bail!("unknown device '{s}': use cpu, ndarray, cuda:0[,1,...] or wgpu:0[,1,...]"),
         }
     }
 }
@@ -48,9 +72,14 @@ impl DeviceSpec {
     /// Devices of the selection (one per worker).
     pub fn count(&self) -> usize {
         match self {
-            Self::Cpu => 1,
+            Self::Cpu | Self::NdArray => 1,
             Self::Cuda(d) | Self::Wgpu(d) => d.len(),
         }
+    }
+
+    /// Whether the devices are this machine's CPU (memory checks use its RAM).
+    pub fn is_host(&self) -> bool {
+        matches!(self, Self::Cpu | Self::NdArray)
     }
 }
 
@@ -65,9 +94,30 @@ pub trait BackendTask {
 pub fn dispatch<T: BackendTask>(spec: &DeviceSpec, precision: Precision, task: T) -> anyhow::Result<T::Output> {
     match (spec, precision) {
         (DeviceSpec::Cpu, Precision::F32) => task.run::<CpuBackend>(vec![cpu_device()]),
-        (DeviceSpec::Cpu, Precision::Bf16) => bail!("--precision bf16 needs a CUDA device (NdArray is f32 only)"),
+        (DeviceSpec::NdArray, Precision::F32) => ndarray::dispatch(task),
+        (DeviceSpec::Cpu | DeviceSpec::NdArray, Precision::Bf16) => {
+            bail!("--precision bf16 needs a CUDA device (the CPU backends run f32)")
+        }
         (DeviceSpec::Cuda(ids), p) => cuda::dispatch(ids, p, task),
         (DeviceSpec::Wgpu(ids), p) => wgpu::dispatch(ids, p, task),
+    }
+}
+
+#[cfg(feature = "ndarray")]
+mod ndarray {
+    use super::BackendTask;
+
+    pub fn dispatch<T: BackendTask>(task: T) -> anyhow::Result<T::Output> {
+        task.run::<burn::backend::NdArray>(vec![Default::default()])
+    }
+}
+
+#[cfg(not(feature = "ndarray"))]
+mod ndarray {
+    use super::BackendTask;
+
+    pub fn dispatch<T: BackendTask>(_: T) -> anyhow::Result<T::Output> {
+        anyhow::bail!("--devices ndarray requested, but this binary was built without the `ndarray` feature")
     }
 }
 
@@ -132,6 +182,9 @@ mod tests {
     #[test]
     fn device_strings() {
         assert_eq!("cpu".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cpu);
+        assert_eq!("ndarray".parse::<DeviceSpec>().unwrap(), DeviceSpec::NdArray);
+        assert_eq!(DeviceSpec::Cpu.to_string(), format!("cpu ({CPU_BACKEND})"));
+        assert_eq!(DeviceSpec::Cuda(vec![0, 2]).to_string(), "cuda:0,2");
         assert_eq!("cuda:0,1,2,3".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cuda(vec![0, 1, 2, 3]));
         assert_eq!("cuda".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cuda(vec![0]));
         assert!("tpu:0".parse::<DeviceSpec>().unwrap_err().to_string().contains("tpu:0"));

@@ -37,6 +37,10 @@ enum Command {
     BenchDit(cmd::bench_dit::Args),
     /// Time one Phase 1 training step and print the memory plan of the paper's layout.
     BenchTrain(cmd::bench_train::Args),
+    /// Time one Phase 2 generator step and one critic step and print the Phase 2 memory plan.
+    BenchDmd(cmd::bench_dmd::Args),
+    /// Time the Wan VAE decode of a clip's latents (tiny and Wan2.1 widths, random weights).
+    BenchVae(cmd::bench_vae::Args),
     /// Time block-sparse attention (dense mask, blockwise, kernel) on a packed or chunk layout.
     BenchAttention(cmd::bench_attention::Args),
     /// Build a schedule's generation graph and print its forward counts and rounds.
@@ -51,6 +55,10 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Write a dataset of the small world's procedural domain (MP4 clips and captions).
     World(cmd::world::Args),
+    /// Write the small world's tokenizer and frozen tiny umT5 text encoder into a model directory.
+    WorldText(cmd::world::text::Args),
+    /// Write latent shards of the small world's domain straight from the generator (no MP4s).
+    WorldLatents(cmd::world::latents::Args),
     /// Measure videos: prompt accuracy, identity persistence, drift and seam statistics.
     Eval(cmd::eval::Args),
     /// Train the planner and renderer roles (Phase 1: `train sft`).
@@ -67,11 +75,15 @@ fn main() -> std::process::ExitCode {
         Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
         Command::BenchDit(args) => cmd::bench_dit::run(args),
         Command::BenchTrain(args) => cmd::bench_train::run(args),
+        Command::BenchDmd(args) => cmd::bench_dmd::run(args),
+        Command::BenchVae(args) => cmd::bench_vae::run(args),
         Command::BenchAttention(args) => cmd::bench_attention::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::World(args) => cmd::world::run(args),
+        Command::WorldText(args) => cmd::world::text::run(args),
+        Command::WorldLatents(args) => cmd::world::latents::run(args),
         Command::Eval(args) => cmd::eval::run(args),
         Command::Train(args) => cmd::train::run(args),
         Command::Vae(args) => cmd::vae::run(args),

@@ -5,12 +5,14 @@
 
 pub mod checkpoint;
 pub mod data;
+pub mod dmd;
 pub mod engine;
 pub mod error;
 pub mod flow;
 pub mod objective;
 pub mod rng;
 pub mod sft;
+pub mod teacher;
 pub mod vae;
 
 pub use error::{Result, TrainError};

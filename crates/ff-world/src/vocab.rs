@@ -181,30 +181,71 @@ pub fn vocabulary() -> String {
     )
 }
 
+/// Natural variants and the canonical word each maps onto.
+const VARIANTS: [(&str, &str); 28] = [
+    ("ball", "circle"),
+    ("disc", "circle"),
+    ("disk", "circle"),
+    ("dot", "circle"),
+    ("box", "square"),
+    ("block", "square"),
+    ("cube", "square"),
+    ("rectangle", "square"),
+    ("grey", "gray"),
+    ("navy", "darkblue"),
+    ("violet", "purple"),
+    ("moving", "moves"),
+    ("slides", "moves"),
+    ("sliding", "moves"),
+    ("goes", "moves"),
+    ("going", "moves"),
+    ("travels", "moves"),
+    ("drifts", "moves"),
+    ("moved", "moves"),
+    ("move", "moves"),
+    ("bouncing", "bounces"),
+    ("bounce", "bounces"),
+    ("bounced", "bounces"),
+    ("bounds", "bounces"),
+    ("leftward", "left"),
+    ("leftwards", "left"),
+    ("rightward", "right"),
+    ("rightwards", "right"),
+];
+
+/// Directional variants (kept apart from [`VARIANTS`] to keep each table short).
+const DIRECTION_VARIANTS: [(&str, &str); 4] = [("upward", "up"), ("upwards", "up"), ("downward", "down"), ("downwards", "down")];
+
+/// Words a caption may hold that carry nothing.
+const FILLERS: [&str; 11] = ["a", "an", "the", "to", "of", "around", "across", "frame", "screen", "is", "with"];
+
+/// Words that structure a caption: object separator, background marker and its qualifiers.
+const STRUCTURE: [&str; 5] = ["and", "on", "background", "gradient", "blue"];
+
+/// Every word the caption parser reads, canonical names and variants, each once (`dark blue` and
+/// `navy blue` as their two words): the vocabulary a tokenizer of the domain must cover.
+pub fn caption_words() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    let canonical = SHAPES.iter().map(|s| s.name()).chain(COLOURS.iter().map(|c| c.name()));
+    let backgrounds = BACKGROUNDS.iter().flat_map(|b| b.name().split(' '));
+    let motions = MOTIONS.iter().flat_map(|m| m.phrase().split(' '));
+    let variants = VARIANTS.iter().chain(&DIRECTION_VARIANTS).map(|(v, _)| *v);
+    for w in canonical.chain(backgrounds).chain(motions).chain(variants).chain(FILLERS).chain(STRUCTURE).chain(["dark", "navy"]) {
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
+}
+
 /// Canonical words of a caption: lower case, synonyms mapped, fillers dropped.
 fn words(text: &str) -> Vec<String> {
     let lower = text.to_lowercase().replace(['.', ',', '!', ';'], " ");
     let lower = lower.replace("dark blue", "darkblue").replace("navy blue", "darkblue");
     lower
         .split_whitespace()
-        .filter_map(|w| {
-            let w = match w {
-                "ball" | "disc" | "disk" | "dot" => "circle",
-                "box" | "block" | "cube" | "rectangle" => "square",
-                "grey" => "gray",
-                "navy" => "darkblue",
-                "violet" => "purple",
-                "moving" | "slides" | "sliding" | "goes" | "going" | "travels" | "drifts" | "moved" | "move" => "moves",
-                "bouncing" | "bounce" | "bounced" | "bounds" => "bounces",
-                "leftward" | "leftwards" => "left",
-                "rightward" | "rightwards" => "right",
-                "upward" | "upwards" => "up",
-                "downward" | "downwards" => "down",
-                "a" | "an" | "the" | "to" | "of" | "around" | "across" | "frame" | "screen" | "is" | "with" => return None,
-                other => other,
-            };
-            Some(w.to_string())
-        })
+        .filter(|w| !FILLERS.contains(w))
+        .map(|w| VARIANTS.iter().chain(&DIRECTION_VARIANTS).find(|(v, _)| *v == w).map_or(w, |(_, c)| *c).to_string())
         .collect()
 }
 
@@ -298,6 +339,19 @@ mod tests {
         let two = Prompt::parse("a yellow triangle moves up and a white square bounces on a black background").unwrap();
         assert_eq!(two.objects.len(), 2);
         assert_eq!(Prompt::parse(&two.caption()).unwrap(), two);
+    }
+
+    #[test]
+    fn caption_words_cover_every_caption_and_variant() {
+        let words = caption_words();
+        for w in "a red ball slides to the left on a navy blue gradient background and a grey box bounces upwards".split(' ') {
+            assert!(words.contains(&w), "{w}");
+        }
+        for (variant, canonical) in VARIANTS.iter().chain(&DIRECTION_VARIANTS) {
+            assert!(words.contains(variant), "{variant}");
+            assert!(words.contains(canonical) || *canonical == "darkblue", "{canonical}");
+        }
+        assert!(!words.contains(&"darkblue"), "the parser's joined form is not a caption word");
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //!   scaled queries, `dO`, `lse` and `delta` of the query ranges that see the tile; writes `dk`,
 //!   `dv` (zero for keys no query sees). Runs after the dQ kernel, which produced `delta`.
 //!
-//! All accumulation is in f32; inputs and gradients are in the input dtype.
+//! All accumulation is in f32; inputs and gradients are in the input dtype. Loops over `dim` are
+//! unrolled ([`super::stage`] says why).
 
+use super::stage::stage_rows;
 use cubecl::prelude::*;
 
 #[cube(launch)]
@@ -28,19 +30,19 @@ pub fn flash_backward_dq<F: Float>(
     delta: &mut Tensor<f32>,
     #[comptime] dim: usize,
     #[comptime] stage: usize,
+    #[comptime] rows: usize,
     #[define(F)] _dtype: StorageType,
 ) {
     let tile = CUBE_POS_X as usize;
     let bh = CUBE_POS_Y as usize;
-    let unit = UNIT_POS_X as usize;
-    let units = CUBE_DIM_X as usize;
     let nq = q.shape(2);
     let nk = k.shape(2);
-    let row = tiles[tile * 4] as usize + unit;
+    let row = tiles[tile * 4] as usize + UNIT_POS_X as usize;
     let active = row < tiles[tile * 4 + 1] as usize;
     let q_base = (bh * nq + row) * dim;
     let k_base = bh * nk * dim;
     let scale = f32::new(comptime!(1.0 / (dim as f32).sqrt()));
+    let slots = comptime!((stage * dim).div_ceil(rows));
 
     let mut qr = Array::<f32>::new(dim);
     let mut gr = Array::<f32>::new(dim);
@@ -72,22 +74,20 @@ pub fn flash_backward_dq<F: Float>(
                 n = stage;
             }
             sync_cube();
-            let mut i = unit;
-            while i < n * dim {
-                ks[i] = f32::cast_from(k[k_base + key * dim + i]);
-                vs[i] = f32::cast_from(v[k_base + key * dim + i]);
-                i += units;
-            }
+            stage_rows::<F>(k, k_base + key * dim, n * dim, 1.0, &mut ks, slots, rows);
+            stage_rows::<F>(v, k_base + key * dim, n * dim, 1.0, &mut vs, slots, rows);
             sync_cube();
             if active {
                 for j in 0..n {
                     let mut s = 0.0f32;
                     let mut dp = 0.0f32;
+                    #[unroll]
                     for c in 0..dim {
                         s += qr[c] * ks[j * dim + c];
                         dp += gr[c] * vs[j * dim + c];
                     }
                     let ds = f32::exp(s - row_lse) * (dp - row_delta);
+                    #[unroll]
                     for c in 0..dim {
                         acc[c] += ds * ks[j * dim + c];
                     }
@@ -120,12 +120,12 @@ pub fn flash_backward_dkv<F: Float>(
     dv: &mut Tensor<F>,
     #[comptime] dim: usize,
     #[comptime] stage: usize,
+    #[comptime] rows: usize,
     #[define(F)] _dtype: StorageType,
 ) {
     let tile = CUBE_POS_X as usize;
     let bh = CUBE_POS_Y as usize;
     let unit = UNIT_POS_X as usize;
-    let units = CUBE_DIM_X as usize;
     let nq = q.shape(2);
     let nk = k.shape(2);
     let row = tiles[tile * 4] as usize + unit;
@@ -133,6 +133,7 @@ pub fn flash_backward_dkv<F: Float>(
     let k_row = (bh * nk + row) * dim;
     let q_base = bh * nq * dim;
     let scale = f32::new(comptime!(1.0 / (dim as f32).sqrt()));
+    let slots = comptime!((stage * dim).div_ceil(rows));
 
     let mut kr = Array::<f32>::new(dim);
     let mut vr = Array::<f32>::new(dim);
@@ -162,29 +163,26 @@ pub fn flash_backward_dkv<F: Float>(
                 n = stage;
             }
             sync_cube();
-            let mut i = unit;
-            while i < n * dim {
-                qs[i] = f32::cast_from(q[q_base + query * dim + i]) * scale;
-                gs[i] = f32::cast_from(grad[q_base + query * dim + i]);
-                i += units;
-            }
-            let mut j = unit;
-            while j < n {
-                lses[j] = lse[bh * nq + query + j];
-                deltas[j] = delta[bh * nq + query + j];
-                j += units;
+            stage_rows::<F>(q, q_base + query * dim, n * dim, scale, &mut qs, slots, rows);
+            stage_rows::<F>(grad, q_base + query * dim, n * dim, 1.0, &mut gs, slots, rows);
+            // stage ≤ 32 = rows: one row statistic per unit.
+            if unit < n {
+                lses[unit] = lse[bh * nq + query + unit];
+                deltas[unit] = delta[bh * nq + query + unit];
             }
             sync_cube();
             if active {
                 for j in 0..n {
                     let mut s = 0.0f32;
                     let mut dp = 0.0f32;
+                    #[unroll]
                     for c in 0..dim {
                         s += qs[j * dim + c] * kr[c];
                         dp += gs[j * dim + c] * vr[c];
                     }
                     let p = f32::exp(s - lses[j]);
                     let ds = p * (dp - deltas[j]);
+                    #[unroll]
                     for c in 0..dim {
                         dv_acc[c] += p * gs[j * dim + c];
                         dk_acc[c] += ds * qs[j * dim + c];

@@ -1,11 +1,13 @@
 //! Flash-attention forward over a query [`TilePlan`](super::plan::TilePlan).
 //!
-//! Grid: `(tiles, batch × heads)`; one unit per query row of the tile. Keys and values of the
-//! visited ranges are staged through shared memory `stage` rows at a time (cast to f32); each unit
-//! keeps its scaled query row, running max, running sum and output accumulator in f32 (online
-//! softmax). Writes `out: [batch, heads, q_tokens, dim]` and `lse: [batch, heads, q_tokens]` (f32,
-//! natural log-sum-exp of the scaled scores; a row without keys gets `out = 0`, `lse = f32::MIN`).
+//! Grid: `(tiles, batch × heads)`; one unit per query row of the tile (`rows` units). Keys and
+//! values of the visited ranges are staged through shared memory `stage` rows at a time (cast to
+//! f32); each unit keeps its scaled query row, running max, running sum and output accumulator in
+//! f32 (online softmax). Loops over `dim` are unrolled ([`super::stage`] says why).
+//! Writes `out: [batch, heads, q_tokens, dim]` and `lse: [batch, heads, q_tokens]` (f32, natural
+//! log-sum-exp of the scaled scores; a row without keys gets `out = 0`, `lse = f32::MIN`).
 
+use super::stage::stage_rows;
 use cubecl::prelude::*;
 
 #[cube(launch)]
@@ -20,19 +22,19 @@ pub fn flash_forward<F: Float>(
     lse: &mut Tensor<f32>,
     #[comptime] dim: usize,
     #[comptime] stage: usize,
+    #[comptime] rows: usize,
     #[define(F)] _dtype: StorageType,
 ) {
     let tile = CUBE_POS_X as usize;
     let bh = CUBE_POS_Y as usize;
-    let unit = UNIT_POS_X as usize;
-    let units = CUBE_DIM_X as usize;
     let nq = q.shape(2);
     let nk = k.shape(2);
-    let row = tiles[tile * 4] as usize + unit;
+    let row = tiles[tile * 4] as usize + UNIT_POS_X as usize;
     let active = row < tiles[tile * 4 + 1] as usize;
     let q_base = (bh * nq + row) * dim;
     let k_base = bh * nk * dim;
     let scale = f32::new(comptime!(1.0 / (dim as f32).sqrt()));
+    let slots = comptime!((stage * dim).div_ceil(rows));
 
     let mut qr = Array::<f32>::new(dim);
     let mut acc = Array::<f32>::new(dim);
@@ -58,17 +60,14 @@ pub fn flash_forward<F: Float>(
                 n = stage;
             }
             sync_cube();
-            let mut i = unit;
-            while i < n * dim {
-                ks[i] = f32::cast_from(k[k_base + key * dim + i]);
-                vs[i] = f32::cast_from(v[k_base + key * dim + i]);
-                i += units;
-            }
+            stage_rows::<F>(k, k_base + key * dim, n * dim, 1.0, &mut ks, slots, rows);
+            stage_rows::<F>(v, k_base + key * dim, n * dim, 1.0, &mut vs, slots, rows);
             sync_cube();
             if active {
                 let mut mx = m;
                 for j in 0..n {
                     let mut dot = 0.0f32;
+                    #[unroll]
                     for c in 0..dim {
                         dot += qr[c] * ks[j * dim + c];
                     }
@@ -77,12 +76,14 @@ pub fn flash_forward<F: Float>(
                 }
                 let corr = f32::exp(m - mx);
                 l *= corr;
+                #[unroll]
                 for c in 0..dim {
                     acc[c] *= corr;
                 }
                 for j in 0..n {
                     let p = f32::exp(s[j] - mx);
                     l += p;
+                    #[unroll]
                     for c in 0..dim {
                         acc[c] += p * vs[j * dim + c];
                     }

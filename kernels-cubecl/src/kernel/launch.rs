@@ -12,9 +12,10 @@ use cubecl::prelude::*;
 const ROWS: usize = 32;
 
 /// Rows staged through shared memory per step: `stage × dim ≤ 1024` f32, so the two staged
-/// operands take 8 KiB (within WebGPU's 16 KiB workgroup-memory floor).
+/// operands take 8 KiB (within WebGPU's 16 KiB workgroup-memory floor); at most [`ROWS`], since
+/// the dK/dV kernel stages one row statistic per unit.
 fn stage(dim: usize) -> usize {
-    (1024 / dim).clamp(1, 32)
+    (1024 / dim).clamp(1, ROWS)
 }
 
 /// Forward output and per-row log-sum-exp.
@@ -85,6 +86,7 @@ pub fn forward<R: CubeRuntime>(q: CubeTensor<R>, k: CubeTensor<R>, v: CubeTensor
             lse.clone().into_tensor_arg(),
             d,
             stage(d),
+            ROWS,
             dtype.into(),
         );
     }
@@ -130,6 +132,7 @@ pub fn backward<R: CubeRuntime>(
             delta.clone().into_tensor_arg(),
             d,
             stage(d),
+            ROWS,
             dtype.into(),
         );
     }
@@ -151,6 +154,7 @@ pub fn backward<R: CubeRuntime>(
             dv.clone().into_tensor_arg(),
             d,
             stage(d),
+            ROWS,
             dtype.into(),
         );
     }

@@ -15,6 +15,8 @@ mod backward;
 mod forward;
 #[cfg(feature = "cube")]
 mod launch;
+#[cfg(feature = "cube")]
+mod stage;
 
 #[cfg(feature = "cube")]
 pub use launch::{Forward, Gradients, backward, forward};

@@ -218,7 +218,7 @@ fn bench<B: AttentionBackend>(a: &Args, frames: usize, tpf: usize, device: &B::D
     let dense_bytes = (nq * nk) as u64 * (1 + 4 * (b * h) as u64 * if a.backward { 6 } else { 3 });
     let row = |path: Path| Row {
         path: path.name(),
-        backend: format!("{:?}", a.devices),
+        backend: a.devices.to_string(),
         layout: format!("{:?}", a.layout),
         frames,
         tokens_per_frame: tpf,
@@ -286,7 +286,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mode = if a.backward { "forward + backward" } else { "forward" };
-    println!("{:?} layout on {:?}, {} heads × {}, {mode}, mean of {} calls", a.layout, a.devices, a.heads, a.head_dim, a.iters);
+    println!("{:?} layout on {}, {} heads × {}, {mode}, mean of {} calls", a.layout, a.devices, a.heads, a.head_dim, a.iters);
     println!(
         "| path | frames | tokens/frame | packed frames | q tokens | k tokens | allowed pairs | seconds | peak bytes | GFLOP/s | max rel err | grad max rel err |"
     );

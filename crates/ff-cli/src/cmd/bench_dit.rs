@@ -143,7 +143,7 @@ fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyho
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
-        "chunk forward on {:?} ({:?}), {}×{} latents, chunk of {} frames over {} published chunks, {} text tokens",
+        "chunk forward on {} ({:?}), {}×{} latents, chunk of {} frames over {} published chunks, {} text tokens",
         a.devices, a.precision, a.height, a.width, a.chunk, a.context, a.text_tokens
     );
     println!("| preset | context | query tokens | key tokens | seconds/forward | tokens/s | share outside matmul+attention |");

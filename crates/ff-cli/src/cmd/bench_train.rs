@@ -70,7 +70,7 @@ struct Row {
 }
 
 /// `VmHWM` / `VmRSS` of this process in bytes (Linux).
-fn proc_status(field: &str) -> Option<u64> {
+pub(crate) fn proc_status(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with(field))?;
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
@@ -137,7 +137,7 @@ where
         Ok(model)
     };
     model = step(model)?;
-    let cpu = a.devices == DeviceSpec::Cpu;
+    let cpu = a.devices.is_host();
     let rss_before = cpu.then(|| proc_status("VmRSS:")).flatten();
     if cpu {
         // "5" resets the peak resident set size (VmHWM) to the current RSS.
@@ -162,7 +162,7 @@ where
 
 /// Parameters of a preset: (backbone, role LoRA of `rank` on self q,k,v,o and cross q,o of
 /// both roles + the two role vectors).
-fn param_counts(c: &DitConfig, rank: usize) -> (usize, usize) {
+pub(crate) fn param_counts(c: &DitConfig, rank: usize) -> (usize, usize) {
     let (d, f) = (c.dim, c.ffn_dim);
     let linear = |i: usize, o: usize| i * o + o;
     let patch = linear(c.in_channels * c.patch_size.iter().product::<usize>(), d);
@@ -216,13 +216,13 @@ impl Plan {
     }
 }
 
-fn gib(bytes: u64) -> String {
+pub(crate) fn gib(bytes: u64) -> String {
     format!("{:.3} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
-        "one Phase 1 step (packed forward + backward + AdamW) on {:?} ({:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
+        "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
         a.devices, a.precision, a.latents, a.height, a.width, a.text_tokens, a.lora_rank, a.trainable
     );
     println!("| preset | packed frames | tokens | trainable params | seconds/step | steps/s | RSS before step | peak RSS during step |");

@@ -73,7 +73,7 @@ struct Job {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     if args.devices.count() != 1 {
-        bail!("encode-videos runs the VAE on one device; --devices {:?} names {}", args.devices, args.devices.count());
+        bail!("encode-videos runs the VAE on one device; --devices {} names {}", args.devices, args.devices.count());
     }
     let length = FrameCount::from_latents(args.latents)?;
     let captioned = read_captions(&args.captions, &args.videos)?;
@@ -150,7 +150,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 /// `kind:file name:size in bytes`: names the model file that made a dataset's tensors.
-fn file_id(kind: &str, path: &Path) -> Result<String> {
+pub(crate) fn file_id(kind: &str, path: &Path) -> Result<String> {
     let size = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
     Ok(format!("{kind}:{}:{size}", path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()))
 }
@@ -209,7 +209,7 @@ impl BackendTask for Encode {
 }
 
 /// Frames as a video tensor `[1, 3, T, H, W]` in [-1, 1].
-fn video_tensor<B: AttentionBackend>(frames: &[Frame], device: &B::Device) -> Tensor<B, 5> {
+pub(crate) fn video_tensor<B: AttentionBackend>(frames: &[Frame], device: &B::Device) -> Tensor<B, 5> {
     let (t, h, w) = (frames.len(), frames[0].height(), frames[0].width());
     let plane = h * w;
     let mut values = vec![0f32; 3 * t * plane];

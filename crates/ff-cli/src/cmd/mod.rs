@@ -3,7 +3,9 @@
 pub mod bench;
 pub mod bench_attention;
 pub mod bench_dit;
+pub mod bench_dmd;
 pub mod bench_train;
+pub mod bench_vae;
 pub mod encode_videos;
 pub mod eval;
 pub mod generate;

@@ -4,7 +4,8 @@
 //! `head_dim`; RoPE on self-attention q and k. Self-attention: tokens `[batch, n, dim]` attend over
 //! the keys a [`KvContext`] supplies (or over themselves under a packed sequence's block table),
 //! always through [`kernels_cubecl::attention`], and the forward returns its own post-RoPE K/V
-//! for publishing. Cross-attention: tokens attend to the prompt's K/V (stock attention, no mask).
+//! for publishing. Cross-attention: tokens attend to all of the prompt's K/V, through the same
+//! entry point under a one-block table (the CPU kernel on CPU backends, no mask).
 
 use super::kv::{KvContext, LayerKv};
 use super::rope::RopeTable;
@@ -12,8 +13,6 @@ use crate::lora::{LoraConfig, LoraLinear, RoleSelect};
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig, RmsNorm, RmsNormConfig};
 use burn::tensor::Tensor;
-use burn::tensor::module::attention as stock_attention;
-use burn::tensor::ops::AttentionModuleOptions;
 use kernels_cubecl::{AttentionBackend, BlockTable, attention};
 
 /// What a forward's self-attention reads.
@@ -139,7 +138,8 @@ impl<B: AttentionBackend> CrossAttention<B> {
         let [b, h, _, hd] = q.dims();
         let nt = text.tokens();
         let (k, v) = (text.k.clone().expand([b, h, nt, hd]), text.v.clone().expand([b, h, nt, hd]));
-        self.o.forward(merge_heads(stock_attention(q, k, v, None, None, AttentionModuleOptions::default())), roles)
+        let table = BlockTable::full(&[q.dims()[2]], &[nt]);
+        self.o.forward(merge_heads(attention(q, k, v, &table)), roles)
     }
 
     pub fn merge(&self, role: crate::lora::Role) -> Self {

@@ -44,6 +44,12 @@ impl DitConfig {
         Self::new([1, 2, 2], 16, 16, 32, 64, 256, 24, 2, 2)
     }
 
+    /// The small world's teacher: Wan's architecture at tiny width (4 layers, 4 heads × 32) on 16
+    /// latent channels, reading the 64-d embeddings of `Umt5Config::tiny_world` padded to 32 tokens.
+    pub fn tiny_world() -> Self {
+        Self::new([1, 2, 2], 16, 16, 128, 256, 256, 64, 4, 4).with_text_len(32)
+    }
+
     /// A mid-size preset for CPU benchmarks (8 layers, 8 heads × 64).
     pub fn small() -> Self {
         Self::new([1, 2, 2], 16, 16, 512, 1536, 256, 256, 8, 8)
@@ -60,12 +66,13 @@ impl DitConfig {
     }
 
     /// Names of the presets, as accepted by [`DitConfig::preset`].
-    pub const PRESETS: [&'static str; 4] = ["tiny", "small", "1.3b", "14b"];
+    pub const PRESETS: [&'static str; 5] = ["tiny", "tiny-world", "small", "1.3b", "14b"];
 
-    /// A preset by name: `tiny`, `small`, `1.3b`, `14b`.
+    /// A preset by name: `tiny`, `tiny-world`, `small`, `1.3b`, `14b`.
     pub fn preset(name: &str) -> Option<Self> {
         Some(match name {
             "tiny" => Self::tiny(),
+            "tiny-world" => Self::tiny_world(),
             "small" => Self::small(),
             "1.3b" => Self::wan_t2v_1_3b(),
             "14b" => Self::wan_t2v_14b(),

@@ -11,10 +11,9 @@
 
 use super::config::DitConfig;
 use super::model::WanDit;
-use crate::error::{ModelError, Result};
-use crate::load::{CheckpointFiles, KeyRemap, load_checkpoint, transpose_2d};
+use crate::error::Result;
+use crate::load::{CheckpointFiles, KeyRemap, load_checkpoint, module_tensors};
 use burn::tensor::TensorData;
-use burn_store::ModuleSnapshot;
 use kernels_cubecl::AttentionBackend;
 use std::path::Path;
 
@@ -103,23 +102,14 @@ impl<B: AttentionBackend> WanDit<B> {
     /// [`load_weights`](Self::load_weights) reads: Wan keys ([`dit_file_key`]), `Linear` weights
     /// transposed to PyTorch's `[out, in]`, the model's float dtype.
     pub fn file_tensors(&self, keep: impl Fn(&str) -> bool) -> Result<Vec<(String, TensorData)>> {
-        let mut out = Vec::new();
-        for snapshot in self.collect(None, None, false) {
-            let path = snapshot.full_path();
-            if !keep(&path) {
-                continue;
-            }
-            let data = snapshot.to_data().map_err(|e| ModelError::Input(format!("parameter '{path}': {e}")))?;
-            let linear = snapshot.module_type().as_deref() == Some("Struct:Linear") && path.ends_with(".weight");
-            out.push((dit_file_key(&path), if linear { transpose_2d(data) } else { data }));
-        }
-        Ok(out)
+        module_tensors(self, dit_file_key, keep)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use burn_store::ModuleSnapshot;
 
     #[test]
     fn both_layouts_map_to_the_same_paths() {

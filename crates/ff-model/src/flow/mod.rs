@@ -5,7 +5,18 @@
 //! Timesteps live on the 1000-step training scale (`t = 1000·σ`); the shifted table is
 //! `σ = shift·s / (1 + (shift − 1)·s)` over `s = 1, 1 − 1/1000, …, 1/1000`.
 
+mod euler;
+
+pub use euler::EulerSampler;
+
 use burn::tensor::{Tensor, backend::Backend};
+
+/// Classifier-free guidance: `v = v_u + g·(v_c − v_u)` from the unconditional (empty-prompt)
+/// prediction `v_u` and the conditional one `v_c`. `g = 1` is `v_c`, `g = 0` is `v_u`; the
+/// teacher samples at `g = 3`, as Phase 2's real score does.
+pub fn cfg<B: Backend, const D: usize>(unconditional: Tensor<B, D>, conditional: Tensor<B, D>, guidance: f64) -> Tensor<B, D> {
+    unconditional.clone() + (conditional - unconditional) * guidance
+}
 
 /// The shifted flow-matching noise schedule.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -126,6 +137,19 @@ mod tests {
         assert_eq!(fm.timestep(0.937), 937.0);
         assert_eq!(fm.index(0.0), 0);
         assert_eq!(fm.index(1000.0), 999);
+    }
+
+    #[test]
+    fn guidance_one_is_conditional_zero_unconditional() {
+        use burn::backend::NdArray;
+        let dev = Default::default();
+        let u = Tensor::<NdArray, 1>::from_floats([0.5, -1.0, 2.0], &dev);
+        let c = Tensor::<NdArray, 1>::from_floats([1.5, 0.25, -2.0], &dev);
+        let close = |a: Tensor<NdArray, 1>, b: Tensor<NdArray, 1>| (a - b).abs().max().into_scalar() < 1e-6;
+        assert!(close(cfg(u.clone(), c.clone(), 1.0), c.clone()));
+        assert!(close(cfg(u.clone(), c.clone(), 0.0), u.clone()));
+        // g = 3 extrapolates past the conditional prediction: u + 3(c − u)
+        assert!(close(cfg(u, c, 3.0), Tensor::from_floats([3.5, 2.75, -10.0], &dev)));
     }
 
     #[test]

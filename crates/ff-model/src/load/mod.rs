@@ -131,7 +131,28 @@ fn to_module_snapshot(t: FileTensor, want: &TensorSnapshot, target: &str) -> Res
     ))
 }
 
-pub(crate) fn transpose_2d(data: burn::tensor::TensorData) -> burn::tensor::TensorData {
+/// The parameters of `module` whose module path passes `keep`, as `(key(path), data)` in the
+/// layout the loader reads: `Linear` weights transposed to PyTorch's `[out, in]`, the module's
+/// float dtype. With `key` the inverse of a model's [`KeyRemap`], the result loads back unchanged.
+pub fn module_tensors<B: Backend, M: ModuleSnapshot<B>>(
+    module: &M,
+    key: impl Fn(&str) -> String,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<(String, burn::tensor::TensorData)>> {
+    let mut out = Vec::new();
+    for snapshot in module.collect(None, None, false) {
+        let path = snapshot.full_path();
+        if !keep(&path) {
+            continue;
+        }
+        let data = snapshot.to_data().map_err(|e| ModelError::Input(format!("parameter '{path}': {e}")))?;
+        let linear = snapshot.module_type().as_deref() == Some("Struct:Linear") && path.ends_with(".weight");
+        out.push((key(&path), if linear { transpose_2d(data) } else { data }));
+    }
+    Ok(out)
+}
+
+fn transpose_2d(data: burn::tensor::TensorData) -> burn::tensor::TensorData {
     let [r, c] = [data.shape[0], data.shape[1]];
     let dtype = data.dtype;
     let v = data.convert::<f32>().into_vec::<f32>().expect("f32 data");

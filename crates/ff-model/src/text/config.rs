@@ -6,6 +6,9 @@ use burn::config::Config;
 use serde_json::Value;
 use std::path::Path;
 
+/// Embedding rows of [`Umt5Config::tiny_world`]: room for the small world's word vocabulary.
+pub const WORLD_VOCAB_SIZE: usize = 128;
+
 /// Configuration of [`Umt5Encoder`](super::Umt5Encoder) (transformers field names).
 #[derive(Config, Debug, PartialEq)]
 pub struct Umt5Config {
@@ -36,6 +39,13 @@ impl Umt5Config {
     /// umT5-XXL encoder (`google/umt5-xxl`, Wan2.1's `models_t5_umt5-xxl-enc-bf16.pth`).
     pub fn umt5_xxl() -> Self {
         Self::new(256_384, 4096, 64, 10_240, 24, 64)
+    }
+
+    /// The small world's encoder: umT5's architecture at tiny width (2 blocks, 4 heads × 16,
+    /// d_model 64) over a word-level vocabulary of at most [`WORLD_VOCAB_SIZE`] tokens (see
+    /// [`word_level_tokenizer`](super::word_level_tokenizer)).
+    pub fn tiny_world() -> Self {
+        Self::new(WORLD_VOCAB_SIZE, 64, 16, 128, 2, 4)
     }
 
     /// Reads a transformers `config.json`, or a fixture `meta.json` holding it under `config`.

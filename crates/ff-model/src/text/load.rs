@@ -14,7 +14,7 @@
 use super::config::Umt5Config;
 use super::encoder::Umt5Encoder;
 use crate::error::{ModelError, Result};
-use crate::load::{CheckpointFiles, KeyRemap, checkpoint_keys, load_checkpoint};
+use crate::load::{CheckpointFiles, KeyRemap, checkpoint_keys, load_checkpoint, module_tensors};
 use burn::tensor::backend::Backend;
 use std::path::Path;
 
@@ -72,6 +72,12 @@ impl<B: Backend> Umt5Encoder<B> {
         let mut encoder = config.init(device);
         load_checkpoint(&mut encoder, &files, &layout.remap(), |_| false)?;
         Ok(encoder)
+    }
+
+    /// Every parameter as `(key, data)` in the Wan layout (module paths, `Linear` weights
+    /// `[out, in]`): written to a safetensors file, it loads back with [`Umt5Encoder::load`].
+    pub fn file_tensors(&self) -> Result<Vec<(String, burn::tensor::TensorData)>> {
+        module_tensors(self, str::to_string, |_| true)
     }
 }
 

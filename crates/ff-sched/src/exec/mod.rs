@@ -19,6 +19,14 @@
 //!
 //! Noise is drawn per (frame position, level) from a counter-based stream ([`NoiseSpec`]), so
 //! every executor produces bit-identical latents to serial.
+//!
+//! Threads: each worker runs inside its own rayon pool, the caller's rayon threads (all cores, or
+//! `RAYON_NUM_THREADS`) shared evenly among the workers, at least one each ([`worker_threads`]).
+//! CPU backends (Flex's gemm, NdArray's threaded matmul) run their parallel loops in the pool of
+//! the calling thread, so S stage workers on C cores run max(C, S) threads, not S × C; serial
+//! keeps all C. The bit-identity above holds with threads on as long as the backend's kernels do
+//! not make their summation order depend on the thread count (gemm splits output tiles, never
+//! the reduction; `threads_tests` checks it on Flex). GPU backends ignore the pools.
 
 mod batch;
 mod batched;
@@ -29,8 +37,9 @@ mod worker;
 
 pub use batched::{execute_batched, waves};
 pub use dit::{DitRunner, Roles};
-pub use noise::NoiseSpec;
+pub use noise::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
 pub use placement::{Placement, PlannerPlacement};
+pub use worker::worker_threads;
 
 use crate::bank::{Entry, WorkerBanks, bank_plan};
 use crate::error::{Result, SchedError};
@@ -93,7 +102,8 @@ pub fn execute<R: Runner>(graph: &Graph, placement: &Placement, runners: Vec<R>)
         return Err(SchedError::Config(format!("{} runners for {} workers", runners.len(), placement.workers())));
     }
     let plans = bank_plan(graph, placement);
-    let results = worker::run_all(graph, placement, &plans, runners);
+    let pools = worker::worker_pools(placement.workers())?;
+    let results = worker::run_all(graph, placement, &plans, runners, &pools);
     let mut outputs: Vec<(NodeId, R::Latent)> = Vec::new();
     let mut spans = Vec::new();
     let mut peak = Vec::new();
@@ -131,3 +141,5 @@ mod dit_tests;
 mod flow_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod threads_tests;

@@ -254,12 +254,14 @@ impl<R: Runner> Worker<'_, '_, R> {
     }
 }
 
-/// Runs every worker (worker 0 on this thread) and returns their results in worker order.
+/// Runs every worker, each inside its pool (worker 0 waits on this thread), and returns their
+/// results in worker order.
 pub(super) fn run_all<R: Runner>(
     graph: &Graph,
     placement: &Placement,
     plans: &[WorkerBanks],
     runners: Vec<R>,
+    pools: &[rayon::ThreadPool],
 ) -> Vec<Result<Done<R::Latent>>> {
     let routes = Routes::new(graph, placement);
     let n = placement.workers();
@@ -304,11 +306,32 @@ pub(super) fn run_all<R: Runner>(
         result
     };
     std::thread::scope(|scope| {
-        let mut pairs = workers.into_iter().zip(runners);
-        let (w0, r0) = pairs.next().expect("at least one worker");
-        let handles: Vec<_> = pairs.map(|(w, r)| scope.spawn(move || guarded(w, r))).collect();
-        let mut results = vec![guarded(w0, r0)];
+        let mut jobs = workers.into_iter().zip(runners).zip(pools);
+        let ((w0, r0), pool0) = jobs.next().expect("at least one worker");
+        let handles: Vec<_> = jobs.map(|((w, r), pool)| scope.spawn(move || pool.install(|| guarded(w, r)))).collect();
+        let mut results = vec![pool0.install(|| guarded(w0, r0))];
         results.extend(handles.into_iter().map(|h| h.join().expect("worker panics are caught")));
         results
     })
+}
+
+/// Rayon threads of each of `workers` workers when the caller has `total`: `total` shared
+/// evenly (the first workers take the remainder), at least one each.
+pub fn worker_threads(workers: usize, total: usize) -> Vec<usize> {
+    (0..workers).map(|w| (total / workers + usize::from(w < total % workers)).max(1)).collect()
+}
+
+/// One rayon pool per worker, sized by [`worker_threads`] from the calling thread's pool.
+pub(super) fn worker_pools(workers: usize) -> Result<Vec<rayon::ThreadPool>> {
+    worker_threads(workers, rayon::current_num_threads())
+        .into_iter()
+        .enumerate()
+        .map(|(w, threads)| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(move |i| format!("ff-worker{w}-{i}"))
+                .build()
+                .map_err(|e| SchedError::Worker { worker: w, reason: format!("cannot start its {threads}-thread pool: {e}") })
+        })
+        .collect()
 }

@@ -4,14 +4,14 @@
 use super::{EMA_FILE, latest, read_state};
 use crate::{Result, TrainError};
 use ff_model::dit::dit_key_remap;
-use ff_model::load::{CheckpointFiles, load_checkpoint};
+use ff_model::load::{CheckpointFiles, checkpoint_keys, load_checkpoint};
 use ff_model::{AttentionBackend, DitConfig, WanDit};
 use std::path::{Path, PathBuf};
 
 /// The DiT at `path` on `device`: a run directory (its newest checkpoint), a checkpoint folder
 /// (`state.json` beside the weights), or any DiT checkpoint `WanDit::load` reads. A training
-/// checkpoint gives its EMA weights with the roles (merge them with `WanDit::merge`); its DiT
-/// config must equal `config`.
+/// checkpoint gives its EMA weights with the roles (merge them with `WanDit::merge`), or without
+/// when its run trained a DiT without roles; its DiT config must equal `config`.
 pub fn load_dit<B: AttentionBackend>(config: &DitConfig, path: &Path, device: &B::Device) -> Result<WanDit<B>> {
     let Some(dir) = checkpoint_folder(path)? else {
         return Ok(WanDit::load(config, path, device)?);
@@ -30,9 +30,12 @@ pub fn load_dit<B: AttentionBackend>(config: &DitConfig, path: &Path, device: &B
         })?,
         None => config.init(device),
     };
-    let mut model = model.with_roles(&state.train.lora());
+    // A run from a fresh DiT without roles (the small world's teacher) saved no role parameters.
+    let files = CheckpointFiles::resolve(dir.join(EMA_FILE))?;
+    let roles = state.base.is_some() || checkpoint_keys(&files)?.iter().any(|k| k == "role_embedding");
+    let mut model = if roles { model.with_roles(&state.train.lora()) } else { model };
     let trainable = state.train.trainable;
-    load_checkpoint(&mut model, &CheckpointFiles::resolve(dir.join(EMA_FILE))?, &dit_key_remap(), |p| !trainable.contains(p))?;
+    load_checkpoint(&mut model, &files, &dit_key_remap(), |p| !trainable.contains(p))?;
     Ok(model)
 }
 

@@ -106,10 +106,47 @@ where
     B: AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
 {
+    save_folder(run, trainer.step, trainer.config.keep_checkpoints, |dir| write_trainer(dir, trainer, base))
+}
+
+/// Writes a checkpoint folder atomically: `write` fills `run/.step-NNNNNN.tmp/` (it must write a
+/// `state.json` there), which is renamed to `run/step-NNNNNN/`; then all but the newest `keep`
+/// checkpoints are removed.
+pub fn save_folder(run: &Path, step: usize, keep: usize, write: impl FnOnce(&Path) -> Result<()>) -> Result<PathBuf> {
+    let name = folder_name(step);
+    let (tmp, dir) = (run.join(format!(".{name}.tmp")), run.join(&name));
+    if tmp.exists() {
+        fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+    }
+    fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    write(&tmp)?;
+    files::sync_dir(&tmp)?;
+    if dir.exists() {
+        fs::remove_dir_all(&dir).map_err(io(&dir))?;
+    }
+    fs::rename(&tmp, &dir).map_err(io(&dir))?;
+    files::sync_dir(run)?;
+    let all = list(run)?;
+    for (_, old) in &all[..all.len().saturating_sub(keep)] {
+        fs::remove_dir_all(old).map_err(io(old))?;
+    }
+    Ok(dir)
+}
+
+/// Writes the files of `trainer` (weights, EMA, optimizer, `state.json`) into the existing
+/// folder `dir`.
+pub fn write_trainer<B>(dir: &Path, trainer: &Trainer<B>, base: Option<&Path>) -> Result<()>
+where
+    B: AutodiffBackend + AttentionBackend,
+    B::InnerBackend: AttentionBackend,
+{
+    fs::create_dir_all(dir).map_err(io(dir))?;
     let trainable = trainer.config.trainable;
     let keep = |p: &str| trainable.contains(p);
-    let model = trainer.model.valid().file_tensors(keep)?;
-    let ema = trainer.ema_model().file_tensors(keep)?;
+    write_tensors(&dir.join(MODEL_FILE), trainer.model.valid().file_tensors(keep)?, HashMap::new())?;
+    write_tensors(&dir.join(EMA_FILE), trainer.ema_model().file_tensors(keep)?, HashMap::new())?;
+    let (tensors, steps) = optimizer_tensors(trainer.optimizer.state());
+    write_tensors(&dir.join(OPTIMIZER_FILE), tensors, HashMap::from([(STEPS_KEY.to_string(), steps)]))?;
     let every_parameter = trainer.model.valid().file_tensors(|p| !trainable.contains(p))?.is_empty();
     let base = match base.filter(|_| !every_parameter) {
         Some(b) => Some(fs::canonicalize(b).map_err(io(b))?),
@@ -124,46 +161,8 @@ where
         dit: trainer.model.config().clone(),
         base,
     };
-    write_folder(run, trainer, model, ema, &state)
-}
-
-/// Writes the checkpoint of `trainer` after its current step into `run/step-NNNNNN/` through a
-/// temp folder renamed when complete (weights `model`, `ema`, the optimizer moments, `state`),
-/// then prunes all but the newest `keep_checkpoints` checkpoints.
-fn write_folder<B, M>(
-    run: &Path,
-    trainer: &Trainer<B, M>,
-    model: Vec<(String, TensorData)>,
-    ema: Vec<(String, TensorData)>,
-    state: &impl Serialize,
-) -> Result<PathBuf>
-where
-    B: AutodiffBackend + AttentionBackend,
-    B::InnerBackend: AttentionBackend,
-{
-    let name = folder_name(trainer.step);
-    let (tmp, dir) = (run.join(format!(".{name}.tmp")), run.join(&name));
-    if tmp.exists() {
-        fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
-    }
-    fs::create_dir_all(&tmp).map_err(io(&tmp))?;
-    write_tensors(&tmp.join(MODEL_FILE), model, HashMap::new())?;
-    write_tensors(&tmp.join(EMA_FILE), ema, HashMap::new())?;
-    let (tensors, steps) = optimizer_tensors(trainer.optimizer.state());
-    write_tensors(&tmp.join(OPTIMIZER_FILE), tensors, HashMap::from([(STEPS_KEY.to_string(), steps)]))?;
-    let json = serde_json::to_vec_pretty(state).map_err(|e| TrainError::Checkpoint { path: tmp.clone(), message: e.to_string() })?;
-    crate::data::write_atomic(&tmp.join(STATE_FILE), &json)?;
-    files::sync_dir(&tmp)?;
-    if dir.exists() {
-        fs::remove_dir_all(&dir).map_err(io(&dir))?;
-    }
-    fs::rename(&tmp, &dir).map_err(io(&dir))?;
-    files::sync_dir(run)?;
-    let all = list(run)?;
-    for (_, old) in &all[..all.len().saturating_sub(trainer.config.keep_checkpoints)] {
-        fs::remove_dir_all(old).map_err(io(old))?;
-    }
-    Ok(dir)
+    let json = serde_json::to_vec_pretty(&state).map_err(|e| TrainError::Checkpoint { path: dir.to_path_buf(), message: e.to_string() })?;
+    crate::data::write_atomic(&dir.join(STATE_FILE), &json)
 }
 
 /// Reads `state.json` of a checkpoint folder.

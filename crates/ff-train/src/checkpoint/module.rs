@@ -4,7 +4,7 @@
 //! as JSON ([`ModuleCheckpointState`]). Resume restores weights, EMA, optimizer moments, step,
 //! random stream and data cursor, so a resumed run is bit-identical to one that never stopped.
 
-use super::{EMA_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, io, read_moments, write_folder};
+use super::{EMA_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, STEPS_KEY, io, optimizer_tensors, read_moments, save_folder, write_tensors};
 use crate::data::{Cursor, Sampler};
 use crate::engine::params::{ParamMap, assign, params, set_trainable};
 use crate::engine::{Ema, TrainConfig, Trainer};
@@ -15,6 +15,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData};
 use ff_model::AttentionBackend;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// `state.json` of a plain-module checkpoint.
@@ -51,7 +52,15 @@ where
         train: trainer.config.clone(),
         model: model_config,
     };
-    write_folder(run, trainer, host(&trainer.trainable_values()), host(trainer.ema_values()), &state)
+    save_folder(run, trainer.step, trainer.config.keep_checkpoints, |dir| {
+        write_tensors(&dir.join(MODEL_FILE), host(&trainer.trainable_values()), HashMap::new())?;
+        write_tensors(&dir.join(EMA_FILE), host(trainer.ema_values()), HashMap::new())?;
+        let (tensors, steps) = optimizer_tensors(trainer.optimizer.state());
+        write_tensors(&dir.join(OPTIMIZER_FILE), tensors, HashMap::from([(STEPS_KEY.to_string(), steps)]))?;
+        let json =
+            serde_json::to_vec_pretty(&state).map_err(|e| TrainError::Checkpoint { path: dir.to_path_buf(), message: e.to_string() })?;
+        crate::data::write_atomic(&dir.join(STATE_FILE), &json)
+    })
 }
 
 /// Reads `state.json` of a plain-module checkpoint folder.

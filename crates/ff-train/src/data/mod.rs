@@ -7,7 +7,7 @@ mod captions;
 mod clip;
 pub mod shards;
 #[cfg(test)]
-mod test_dir;
+pub(crate) mod test_dir;
 
 pub(crate) use atomic::write_atomic;
 pub use captions::{CaptionedVideo, read_captions};

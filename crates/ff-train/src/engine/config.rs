@@ -16,6 +16,8 @@ pub enum Trainable {
     Lora,
     /// Every parameter: backbone, adapters and role vectors.
     All,
+    /// The role adapters only (Phase 2's critic LoRA; its role vectors stay zero).
+    Adapters,
 }
 
 impl Trainable {
@@ -24,6 +26,7 @@ impl Trainable {
         match self {
             Trainable::All => true,
             Trainable::Lora => module_path == "role_embedding" || module_path.contains(".adapters."),
+            Trainable::Adapters => module_path.contains(".adapters."),
         }
     }
 }

@@ -62,8 +62,9 @@ where
     /// A run from step 0 over a dataset of `clips` clips. `model` lives on `devices[0]` and must
     /// have its roles when `config.trainable` is LoRA; the EMA starts at its weights.
     pub fn new(config: TrainConfig, model: WanDit<B>, devices: Vec<B::Device>, clips: usize) -> Result<Self> {
-        if model.role_embedding.is_none() && config.trainable == super::Trainable::Lora {
-            return Err(TrainError::Config("trainable = \"lora\" needs a model with roles (WanDit::with_roles)".into()));
+        let trainable = config.trainable;
+        if model.role_embedding.is_none() && trainable != super::Trainable::All {
+            return Err(TrainError::Config(format!("trainable = {trainable:?} needs a model with roles (WanDit::with_roles)")));
         }
         Self::for_module(config, model, devices, clips)
     }

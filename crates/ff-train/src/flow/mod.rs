@@ -46,7 +46,7 @@ where
         let eps = Tensor::<B, 5>::from_data(rng.normal_data(vec![1, c, l, h, w]), &device);
         let x0 = Tensor::<B, 4>::from_data(clip.latents.clone(), &device).unsqueeze::<5>();
         let noisy = x0.clone() * (1.0 - sigma) + eps.clone() * sigma;
-        let text = model.text_context(padded_prompt(model, clip)?.unsqueeze());
+        let text = model.text_context(padded_prompt(model, &clip.prompt, &clip.caption)?.unsqueeze());
         let timesteps = vec![vec![FlowMatch::default().timestep(sigma); l]];
         let prediction = model.forward(noisy, &timesteps, &text, self.config.role)?;
         let total = (prediction - (eps - x0)).square().mean();
@@ -54,23 +54,20 @@ where
     }
 }
 
-/// The clip's prompt embedding followed by zero rows up to the model's `text_len`.
-fn padded_prompt<B: AttentionBackend>(model: &WanDit<B>, clip: &LatentClip) -> crate::Result<Tensor<B, 2>> {
-    let [tokens, dim] = clip.prompt.shape[..] else {
-        return Err(TrainError::Config(format!(
-            "clip '{}': prompt has shape {:?}, expected [tokens, dim]",
-            clip.caption, clip.prompt.shape
-        )));
+/// A prompt embedding `[tokens, text_dim]` (of clip `what`, for errors) followed by zero rows up
+/// to the model's `text_len`, as at inference.
+pub(crate) fn padded_prompt<B: AttentionBackend>(model: &WanDit<B>, prompt: &TensorData, what: &str) -> crate::Result<Tensor<B, 2>> {
+    let [tokens, dim] = prompt.shape[..] else {
+        return Err(TrainError::Config(format!("clip '{what}': prompt has shape {:?}, expected [tokens, dim]", prompt.shape)));
     };
     let len = model.config().text_len;
     if tokens > len || dim != model.config().text_dim {
         return Err(TrainError::Config(format!(
-            "clip '{}': prompt embedding [{tokens}, {dim}] does not fit the DiT's context [{len}, {}]",
-            clip.caption,
+            "clip '{what}': prompt embedding [{tokens}, {dim}] does not fit the DiT's context [{len}, {}]",
             model.config().text_dim
         )));
     }
     let device = model.device();
-    let valid = Tensor::<B, 2>::from_data(clip.prompt.clone(), &device);
+    let valid = Tensor::<B, 2>::from_data(prompt.clone(), &device);
     Ok(Tensor::cat(vec![valid, Tensor::from_data(TensorData::zeros::<f32, _>([len - tokens, dim]), &device)], 0))
 }

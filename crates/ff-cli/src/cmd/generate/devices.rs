@@ -1,5 +1,5 @@
 //! `--executor` over `--devices` ([`DeviceSpec`]): which devices the workers of a schedule run
-//! on. `--devices cpu` runs every worker on the CPU (NdArray, one thread per worker); several
+//! on. `--devices cpu` runs every worker on the CPU (Flex, each worker on its own bounded thread pool); several
 //! devices get one worker each. Workers map to devices round-robin: worker `w` runs on device
 //! `w mod n`.
 //!
@@ -17,7 +17,7 @@ use crate::backend::DeviceSpec;
 /// Name of device `index` of `spec` (for messages).
 pub fn device_name(spec: &DeviceSpec, index: usize) -> String {
     match spec {
-        DeviceSpec::Cpu => "cpu".into(),
+        DeviceSpec::Cpu | DeviceSpec::NdArray => spec.to_string(),
         DeviceSpec::Cuda(ids) => format!("cuda:{}", ids[index]),
         DeviceSpec::Wgpu(ids) => format!("wgpu:{}", ids[index]),
     }

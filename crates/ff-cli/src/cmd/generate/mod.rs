@@ -9,6 +9,7 @@
 
 pub(crate) mod configs;
 mod devices;
+mod euler;
 mod memory;
 pub(crate) mod paths;
 mod pipeline;
@@ -49,9 +50,18 @@ pub struct Args {
     /// flashforward, self-forcing, hiar, n-c-causal-rcm or bidirectional.
     #[arg(long, default_value = "flashforward")]
     schedule: ScheduleKind,
-    /// The state contract (defaults: the paper's).
+    /// The state contract (defaults: the paper's). `--stages` are the few-step students'
+    /// re-noising stages.
     #[command(flatten)]
     contract: ContractKnobs,
+    /// Many-step sampling of a bidirectional teacher (`--schedule bidirectional` only): this many
+    /// Euler steps over the whole clip instead of the `--stages` re-noising stages.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    steps: Option<u32>,
+    /// Classifier-free guidance scale against the empty prompt (with --steps): 1 is the plain
+    /// conditional prediction (one forward per step), otherwise two forwards per step.
+    #[arg(long, default_value_t = 1.0, requires = "steps")]
+    guidance: f64,
     /// Default: serial on one device, wavefront on several.
     #[arg(long, value_enum)]
     executor: Option<Executor>,
@@ -97,14 +107,27 @@ fn non_empty_prompt(prompt: &str) -> std::result::Result<String, String> {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    if args.steps.is_some() && args.schedule != ScheduleKind::Bidirectional {
+        bail!("--steps samples a bidirectional teacher: use it with --schedule bidirectional, not {}", args.schedule);
+    }
     VideoSink::check(&args.out)?;
     let plan = Plan::new(&args)?;
     plan.check_memory(&args)?;
     // Creating the sink checks the output format (and clears a stale output) before any work.
     let sink = VideoSink::create(&args.out)?;
-    eprintln!("{}", plan.describe(&args));
+    match args.steps {
+        Some(steps) => eprintln!(
+            "{} latents ({} frames), {}x{} px, bidirectional teacher sampler: {steps} Euler steps, guidance {}",
+            plan.length.latents, plan.length.frames, args.width, args.height, args.guidance
+        ),
+        None => eprintln!("{}", plan.describe(&args)),
+    }
     let text_start = Instant::now();
     let (embedding, source) = prompt::embed(&plan.text, &args.prompt, args.prompt_cache.as_deref())?;
+    let empty = match args.steps.filter(|_| args.guidance != 1.0) {
+        Some(_) => Some(prompt::embed(&plan.text, "", args.prompt_cache.as_deref())?.0),
+        None => None,
+    };
     let text_time = text_start.elapsed();
 
     let stop = Stop { interrupt: install_interrupt_flag()?, abort: Default::default() };
@@ -119,6 +142,26 @@ pub fn run(args: Args) -> Result<ExitCode> {
         latent_size: plan.latent_size,
         seed: args.seed,
     };
+    if let Some(steps) = args.steps {
+        let guided = euler::Guided {
+            job: &job,
+            steps: steps as usize,
+            guidance: args.guidance,
+            latents: plan.length.latents,
+            prompt: &embedding,
+            empty: empty.as_ref().unwrap_or(&embedding),
+        };
+        let outcome = dispatch(&args.devices, args.precision, Guided(guided, sink))?;
+        eprintln!(
+            "{steps} Euler steps, guidance {}: {} DiT forwards | models loaded in {:.3} s | denoising {:.3} s",
+            args.guidance,
+            outcome.forwards,
+            outcome.load.as_secs_f64(),
+            outcome.denoise.as_secs_f64()
+        );
+        println!("{}: {} frames", outcome.video.display(), outcome.frames);
+        return Ok(ExitCode::SUCCESS);
+    }
     let outcome = dispatch(&args.devices, args.precision, Generate { job, text: embedding, sink, stop })?;
 
     let secs = |d: Duration| format!("{:.3} s", d.as_secs_f64());
@@ -160,6 +203,16 @@ impl BackendTask for Probe {
     type Output = ();
     fn run<B: AttentionBackend>(self, _: Vec<B::Device>) -> Result<()> {
         Ok(())
+    }
+}
+
+/// The guided many-step generation on the selected backend (its first device).
+struct Guided<'a>(euler::Guided<'a>, VideoSink);
+
+impl BackendTask for Guided<'_> {
+    type Output = euler::Outcome;
+    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> Result<euler::Outcome> {
+        euler::generate::<B>(&self.0, &devices[0], self.1)
     }
 }
 

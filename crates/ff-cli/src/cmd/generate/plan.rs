@@ -15,7 +15,7 @@ use super::devices::{Executor, device_name};
 use super::memory::{Estimate, Sizes, available_ram, checkpoint_contents, device_estimates, dit_contents};
 use super::paths::{ModelFiles, hub_cache_dir};
 use super::prompt;
-use crate::backend::{DeviceSpec, Precision, dispatch};
+use crate::backend::{Precision, dispatch};
 use crate::video::{FPS, FrameCount};
 
 /// A checked generation request.
@@ -75,7 +75,7 @@ impl Plan {
             let mut text = Estimate::default();
             text.add("text encoder weights", elements * 4);
             let cpu = match (limit, devices) {
-                (Some(bytes), DeviceSpec::Cpu) => bytes,
+                (Some(bytes), d) if d.is_host() => bytes,
                 _ => available_ram()?,
             };
             text.check("cpu (text encoder)", cpu)?;
@@ -114,7 +114,7 @@ impl Plan {
             let name = device_name(devices, device);
             match (limit, devices) {
                 (Some(bytes), _) => estimate.check(&name, bytes)?,
-                (None, DeviceSpec::Cpu) => estimate.check(&name, available_ram()?)?,
+                (None, d) if d.is_host() => estimate.check(&name, available_ram()?)?,
                 (None, _) => {
                     eprintln!("note: no free-memory probe for {name}; pass --memory-limit to check")
                 }

@@ -3,10 +3,12 @@
 //! checkpoints ([`run`]).
 
 mod config;
+mod dmd;
 mod metrics;
 mod progress;
 mod run;
 mod sft;
+mod teacher;
 mod vae;
 
 use anyhow::Result;
@@ -24,11 +26,17 @@ enum Command {
     Sft(sft::Args),
     /// The small world's codec: a tiny Wan VAE trained on procedural clips (reconstruction + β·KL).
     Vae(vae::Args),
+    /// Phase 2: self-rollout DMD distillation of the student against a frozen teacher and a LoRA critic.
+    Dmd(dmd::Args),
+    /// The small world's teacher: a bidirectional DiT from scratch, flow matching with text dropout.
+    Teacher(teacher::Args),
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Sft(args) => sft::run(args),
         Command::Vae(args) => vae::run(args),
+        Command::Dmd(args) => dmd::run(args),
+        Command::Teacher(args) => teacher::run(args),
     }
 }

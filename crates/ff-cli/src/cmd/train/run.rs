@@ -13,12 +13,11 @@ use crate::progress::install_interrupt_flag;
 use crate::video::write_atomic;
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
-use burn::module::AutodiffModule;
-use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::backend::Backend;
 use ff_model::{AttentionBackend, DitConfig, WanDit};
 use ff_train::checkpoint::{self, latest, restore};
 use ff_train::data::{ClipSource, LatentClip, ShardDataset};
-use ff_train::engine::Trainer;
+use ff_train::engine::{StepReport, Trainer};
 use ff_train::{Loss, Objective, TrainRng};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -33,27 +32,36 @@ pub const CONFIG_FILE: &str = "config.toml";
 
 /// Everything a training run needs before the backend starts.
 pub struct Session<C> {
-    config: RunConfig<C>,
-    run: PathBuf,
-    devices: DeviceSpec,
-    dit: PathBuf,
-    dit_config: DitConfig,
-    data: ShardDataset,
-    resume: Option<PathBuf>,
+    pub(super) config: RunConfig<C>,
+    pub(super) run: PathBuf,
+    pub(super) devices: DeviceSpec,
+    /// The model directory's DiT weights (the run adds fresh roles), or `None`: random weights
+    /// of `dit_config`, no roles (every parameter is in the checkpoints). And the config.
+    pub(super) dit: Option<PathBuf>,
+    pub(super) dit_config: DitConfig,
+    pub(super) data: ShardDataset,
+    /// The checkpoint to resume from.
+    pub(super) resume: Option<PathBuf>,
 }
 
 impl<C: Serialize + DeserializeOwned> Session<C> {
     /// Checks the config and the run directory, resolves the model files, opens the dataset,
-    /// prints the effective config and saves it as `RUN/config.toml`.
-    pub fn prepare(config: RunConfig<C>, run: PathBuf, resume: bool) -> Result<Self> {
+    /// prints the effective config and saves it as `RUN/config.toml`. The DiT is the model
+    /// directory's, or a fresh one of `fresh` when given.
+    pub fn prepare(config: RunConfig<C>, run: PathBuf, resume: bool, fresh: Option<DitConfig>) -> Result<Self> {
         let devices: DeviceSpec = config.paths.devices.parse()?;
         let Some(model_dir) = &config.paths.model_dir else { bail!("no model: pass --model-dir DIR or set `model_dir` in the config") };
         let Some(data) = &config.paths.data else { bail!("no data: pass --data DATA or set `data` in the config") };
         config.train.validate()?;
         config.train.accumulation(devices.count())?;
         let resume = resume_checkpoint(&run, resume)?;
-        let (dit, dit_config_path) = dit_files(model_dir)?;
-        let dit_config = DitConfig::from_json(&dit_config_path)?;
+        let (dit, dit_config) = match fresh {
+            Some(config) => (None, config),
+            None => {
+                let (dit, dit_config_path) = dit_files(model_dir)?;
+                (Some(dit), DitConfig::from_json(&dit_config_path)?)
+            }
+        };
         let data = ShardDataset::open(data)?;
         save_effective_config(&config, &run)?;
         Ok(Self { config, run, devices, dit, dit_config, data, resume })
@@ -124,55 +132,71 @@ impl<C, O: AnyBackendObjective> BackendTask for Train<C, O> {
         let s = &session;
         let c = &s.config.train;
         Autodiff::<B>::seed(&devices[0], c.seed);
-        let model = WanDit::<Autodiff<B>>::load(&s.dit_config, &s.dit, &devices[0])
-            .with_context(|| format!("cannot load the DiT from {}", s.dit.display()))?
-            .with_roles(&c.lora());
+        let model = match &s.dit {
+            Some(dit) => WanDit::<Autodiff<B>>::load(&s.dit_config, dit, &devices[0])
+                .with_context(|| format!("cannot load the DiT from {}", dit.display()))?
+                .with_roles(&c.lora()),
+            None => s.dit_config.init::<Autodiff<B>>(&devices[0]),
+        };
         let mut trainer = Trainer::new(c.clone(), model, devices, s.data.len())?;
         if let Some(dir) = &s.resume {
             restore(&mut trainer, dir)?;
             eprintln!("resumed from {} after step {}", dir.display(), trainer.step_count());
         }
-        let objective = OnBackend(&objective);
-        let code = run_steps(&mut trainer, &objective, &s.data, &s.run, |t| Ok(checkpoint::save(&s.run, t, Some(&s.dit))?))?;
-        if code == ExitCode::SUCCESS
-            && let Some(dir) = latest(&s.run)?
-        {
-            println!("{}", dir.display());
-        }
-        Ok(code)
+        drive(
+            &s.run,
+            c.steps,
+            c.checkpoint_every,
+            &s.data,
+            &mut Engine { trainer, objective: OnBackend(&objective), base: s.dit.as_deref() },
+        )
     }
 }
 
-/// Runs `trainer` up to its configured steps with the progress bar and the metrics log of `run`,
-/// saving a checkpoint with `save` every `checkpoint_every` steps, at the end, and when Ctrl-C
-/// stops the run after the current step (exit status 130).
-pub fn run_steps<B, M, C, O>(
-    trainer: &mut Trainer<B, M>,
-    objective: &O,
-    data: &dyn ClipSource<C>,
-    run: &Path,
-    save: impl Fn(&Trainer<B, M>) -> Result<PathBuf>,
-) -> Result<ExitCode>
-where
-    B: AutodiffBackend + AttentionBackend,
-    B::InnerBackend: AttentionBackend,
-    M: AutodiffModule<B> + Send,
-    C: Send,
-    O: Objective<B, M, C> + Sync,
-{
-    let steps = trainer.config().steps;
-    let every = trainer.config().checkpoint_every;
-    let mut metrics = Metrics::open(run, trainer.step_count())?;
-    let progress = StepProgress::new(trainer.step_count(), steps);
+/// A run the training loop drives: one optimizer step (of whatever kind) at a time over data
+/// `D` (latent clips by default; the codec's procedural clips), and its checkpoints.
+pub(super) trait Steps<D: ?Sized = ShardDataset> {
+    /// Steps done.
+    fn done(&self) -> usize;
+    fn step(&mut self, data: &D) -> Result<StepReport>;
+    /// Saves a checkpoint into `run`; returns its folder.
+    fn save(&self, run: &Path) -> Result<PathBuf>;
+}
+
+/// The engine's trainer with one objective.
+struct Engine<'a, B: AttentionBackend, O> {
+    trainer: Trainer<Autodiff<B>>,
+    objective: OnBackend<'a, O>,
+    base: Option<&'a Path>,
+}
+
+impl<B: AttentionBackend, O: AnyBackendObjective> Steps for Engine<'_, B, O> {
+    fn done(&self) -> usize {
+        self.trainer.step_count()
+    }
+    fn step(&mut self, data: &ShardDataset) -> Result<StepReport> {
+        Ok(self.trainer.step(&self.objective, data)?)
+    }
+    fn save(&self, run: &Path) -> Result<PathBuf> {
+        Ok(checkpoint::save(run, &self.trainer, self.base)?)
+    }
+}
+
+/// The loop: steps up to `steps` in total with the progress bar and the metrics log, a
+/// checkpoint every `checkpoint_every` steps, at the end, and when Ctrl-C stops the run after
+/// the current step (exit code 130).
+pub(super) fn drive<D: ?Sized>(run: &Path, steps: usize, checkpoint_every: usize, data: &D, state: &mut dyn Steps<D>) -> Result<ExitCode> {
+    let mut metrics = Metrics::open(run, state.done())?;
+    let progress = StepProgress::new(state.done(), steps);
     let interrupt = install_interrupt_flag()?;
-    while trainer.step_count() < steps {
+    while state.done() < steps {
         let start = Instant::now();
-        let report = trainer.step(objective, data).inspect_err(|_| progress.abandon("failed"))?;
+        let report = state.step(data).inspect_err(|_| progress.abandon("failed"))?;
         metrics.log(&report, start.elapsed().as_secs_f64())?;
         progress.step(report.step, report.loss);
         let stop = interrupt.load(Ordering::SeqCst);
-        if report.step % every == 0 || report.step == steps || stop {
-            let dir = save(trainer)?;
+        if report.step % checkpoint_every == 0 || report.step == steps || stop {
+            let dir = state.save(run)?;
             metrics.checkpoint()?;
             progress.note(format!("step {}: loss {:.4}, checkpoint {}", report.step, report.loss, dir.display()));
         }
@@ -183,5 +207,8 @@ where
         }
     }
     progress.finish();
+    if let Some(dir) = latest(run)? {
+        println!("{}", dir.display());
+    }
     Ok(ExitCode::SUCCESS)
 }

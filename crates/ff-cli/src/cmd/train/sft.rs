@@ -92,5 +92,5 @@ pub fn run(args: Args) -> Result<ExitCode> {
     config.train.seed = args.seed.unwrap_or(config.train.seed);
     let objective = objective(&config.objective).context("[sft]")?;
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
-    Session::prepare(config, out, args.resume).and_then(|session| train(session, objective))
+    Session::prepare(config, out, args.resume, None).and_then(|session| train(session, objective))
 }

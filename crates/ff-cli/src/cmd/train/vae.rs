@@ -9,20 +9,20 @@
 //! `diffusion_pytorch_model.safetensors`), the layout `generate --vae` and `encode-videos` read.
 
 use super::config::RunConfig;
-use super::run::{resume_checkpoint, run_steps, save_effective_config};
+use super::run::{Steps, drive, resume_checkpoint, save_effective_config};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use crate::cmd::vae::export::{EXPORT_DIR, export};
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use ff_model::AttentionBackend;
-use ff_model::vae::WanVaeConfig;
+use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_train::checkpoint::{restore_module, save_module};
 use ff_train::data::ClipSource;
-use ff_train::engine::{TrainConfig, Trainable, Trainer};
+use ff_train::engine::{StepReport, TrainConfig, Trainable, Trainer};
 use ff_train::vae::{VaeObjective, VaeObjectiveConfig, WorldClips, WorldClipsConfig};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The config section of the codec.
@@ -138,14 +138,36 @@ impl BackendTask for TrainVae {
             restore_module(&mut trainer, dir, &described)?;
             eprintln!("resumed from {} after step {}", dir.display(), trainer.step_count());
         }
-        let code = run_steps(&mut trainer, &objective, &clips, &out, |t| Ok(save_module(&out, t, described.clone())?))?;
+        let c = &config.train;
+        let mut engine = Codec { trainer, objective: &objective, described };
+        let code = drive(&out, c.steps, c.checkpoint_every, &clips, &mut engine)?;
         if code != ExitCode::SUCCESS {
             return Ok(code);
         }
         let dir = out.join(EXPORT_DIR);
-        let exported = export(&trainer.ema_model(), section.stats_clips, &dir)?;
+        let exported = export(&engine.trainer.ema_model(), section.stats_clips, &dir)?;
         eprintln!("latents_mean {:?}\nlatents_std {:?}", exported.latents_mean, exported.latents_std);
         println!("{}", dir.display());
         Ok(code)
+    }
+}
+
+/// The codec's trainer as a run the training loop drives.
+struct Codec<'a, B: AttentionBackend> {
+    trainer: Trainer<Autodiff<B>, WanVae<Autodiff<B>>>,
+    objective: &'a VaeObjective,
+    /// The VAE config recorded in (and checked against) the checkpoints.
+    described: serde_json::Value,
+}
+
+impl<B: AttentionBackend> Steps<WorldClips> for Codec<'_, B> {
+    fn done(&self) -> usize {
+        self.trainer.step_count()
+    }
+    fn step(&mut self, data: &WorldClips) -> Result<StepReport> {
+        Ok(self.trainer.step(self.objective, data)?)
+    }
+    fn save(&self, run: &Path) -> Result<PathBuf> {
+        Ok(save_module(run, &self.trainer, self.described.clone())?)
     }
 }

@@ -5,6 +5,14 @@
 //! Clip `i` is drawn from seed `hash(seed, i)`, so a dataset is reproducible and a rerun resumes:
 //! clips already on disk (each MP4 is written atomically) are kept, and both JSONL files are
 //! rewritten atomically at the end.
+//!
+//! The small world's other data commands live beside it: [`text`] (`world-text`: tokenizer and
+//! frozen text encoder) and [`latents`] (`world-latents`: latent shards straight from the
+//! generator); [`files`] is the model directory they share.
+
+pub mod files;
+pub mod latents;
+pub mod text;
 
 use crate::video::{Frame, VideoSink, atomic::write_atomic};
 use anyhow::{Context, Result};

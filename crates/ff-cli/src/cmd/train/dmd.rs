@@ -1,0 +1,235 @@
+//! `flashforward train dmd --model-dir DIR --dit PHASE1_RUN_OR_WEIGHTS --teacher
+//! TEACHER_DIR_OR_FILE --data DATA --out RUN --steps N --seed S [--config FILE] [--resume]`:
+//! Phase 2, self-rollout DMD (`ff_train::dmd`). Same conventions as `train sft`: flags override
+//! the config file (top-level paths, `[train]` for the generator's engine, `[dmd]`), `--resume`
+//! continues from the newest checkpoint with `RUN/config.toml`, the same progress bar, metrics
+//! log (`generator_loss`, `critic_loss` per generator step) and checkpoints, which
+//! `generate --dit RUN` loads (the student's EMA with its planner and renderer roles).
+//!
+//! Models: the student from `--dit` (a Phase 1 run, whose LoRA rank the run keeps, or any Wan
+//! DiT weights, which get fresh roles); the frozen teacher from `--teacher` (a model directory,
+//! or weights in the model directory's DiT config), never written; the critic's base from
+//! `[dmd] critic` (default: the model directory's DiT, the raw backbone as in Self-Forcing), with
+//! a fresh LoRA; the VAE (image heads) and the text encoder (the empty prompt, encoded once on
+//! the CPU) from the model directory. The teacher and VAE live on `devices[teacher_device]`, the
+//! critic on `devices[critic_device]`.
+
+use super::config::RunConfig;
+use super::run::{Session, Steps, drive};
+use crate::backend::{BackendTask, CpuBackend, Precision, cpu_device, dispatch};
+use crate::cmd::generate::configs::Configs;
+use crate::cmd::generate::paths::{FileFlags, dit_files};
+use anyhow::{Context, Result, bail};
+use burn::backend::Autodiff;
+use burn::tensor::backend::Backend;
+use ff_model::text::PromptEncoderFiles;
+use ff_model::vae::WanVae;
+use ff_model::{AttentionBackend, LoraConfig, WanDit};
+use ff_train::checkpoint::{latest, load_dit, read_state};
+use ff_train::data::{ClipSource, ShardDataset};
+use ff_train::dmd::{DmdConfig, DmdShared, DmdTrainer};
+use ff_train::engine::StepReport;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const SECTION: &str = "dmd";
+
+/// The `[dmd]` section: the objective's keys and the models' paths and devices.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Section {
+    /// The student: a Phase 1 run or checkpoint folder, or Wan DiT weights (`--dit`).
+    pub dit: Option<PathBuf>,
+    /// The real score: a model directory or DiT weights (`--teacher`).
+    pub teacher: Option<PathBuf>,
+    /// The critic's base DiT weights (default: the model directory's DiT).
+    pub critic: Option<PathBuf>,
+    /// Index in `devices` of the teacher's and the VAE's device.
+    pub teacher_device: usize,
+    /// Index in `devices` of the critic's device (its data-parallel workers start there).
+    pub critic_device: usize,
+    #[serde(flatten)]
+    pub objective: DmdConfig,
+}
+
+impl Default for Section {
+    fn default() -> Self {
+        Self { dit: None, teacher: None, critic: None, teacher_device: 0, critic_device: 0, objective: DmdConfig::new() }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model directory in a layout `generate` reads: DiT config (and default critic), VAE, text encoder.
+    #[arg(long)]
+    model_dir: Option<PathBuf>,
+    /// The student: a Phase 1 run (`train sft --out`), a checkpoint folder, or Wan DiT weights.
+    #[arg(long)]
+    dit: Option<PathBuf>,
+    /// The frozen real score: a model directory or DiT weights (read only).
+    #[arg(long)]
+    teacher: Option<PathBuf>,
+    /// Latent-clip dataset written by `encode-videos` (prompts and latent shape).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Run directory: checkpoints (`step-NNNNNN/`, the critic in `critic/`), metrics.jsonl,
+    /// loss.svg, config.toml.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Generator steps of the whole run (`train.steps`); each is followed by `dmd.critic_updates`
+    /// critic steps.
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Seed of data order, rollout noise, exit stages and the critic's LoRA (`train.seed`).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// TOML config: top-level paths and devices, `[train]` and `[dmd]` sections.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Continue the run in --out from its newest checkpoint.
+    #[arg(long)]
+    resume: bool,
+    /// `cpu`, `cuda:0,1,..` or `wgpu:0,..`: one data-parallel worker per device.
+    #[arg(long)]
+    devices: Option<String>,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let mut config = RunConfig::defaults(SECTION, Section::default());
+    config.train = DmdConfig::generator_defaults();
+    let saved = args.out.as_ref().map(|o| o.join(super::run::CONFIG_FILE)).filter(|p| args.resume && p.is_file());
+    if let Some(file) = args.config.as_ref().or(saved.as_ref()) {
+        config = config.overlay_file(file)?;
+    }
+    let paths = &mut config.paths;
+    for (flag, value) in [(&mut paths.model_dir, &args.model_dir), (&mut paths.data, &args.data), (&mut paths.out, &args.out)] {
+        if value.is_some() {
+            flag.clone_from(value);
+        }
+    }
+    if let Some(devices) = &args.devices {
+        paths.devices.clone_from(devices);
+    }
+    let section = &mut config.objective;
+    for (key, value) in [(&mut section.dit, &args.dit), (&mut section.teacher, &args.teacher)] {
+        if value.is_some() {
+            key.clone_from(value);
+        }
+    }
+    config.train.steps = args.steps.unwrap_or(config.train.steps);
+    config.train.seed = args.seed.unwrap_or(config.train.seed);
+    config.objective.objective.validate().context("[dmd]")?;
+    let Some(dit) = config.objective.dit.clone() else { bail!("no student: pass --dit PHASE1_RUN_OR_WEIGHTS or set `dmd.dit`") };
+    if config.objective.teacher.is_none() {
+        bail!("no teacher: pass --teacher TEACHER_DIR_OR_FILE or set `dmd.teacher`");
+    }
+    // A Phase 1 run keeps its adapters' rank (the export reads the roles at this rank).
+    if let Some(state) = phase1_state(&dit)? {
+        (config.train.lora_rank, config.train.lora_alpha) = (state.train.lora_rank, state.train.lora_alpha);
+    }
+    let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
+    let session = Session::prepare(config, out, args.resume, None)?;
+    let devices = session.devices.clone();
+    dispatch(&devices, Precision::F32, Dmd { session })
+}
+
+/// The `state.json` of the Phase 1 checkpoint `path` names, if it names one.
+fn phase1_state(path: &Path) -> Result<Option<ff_train::checkpoint::CheckpointState>> {
+    if !path.is_dir() {
+        return Ok(None);
+    }
+    let dir = if path.join(ff_train::checkpoint::STATE_FILE).is_file() { Some(path.to_path_buf()) } else { latest(path)? };
+    Ok(dir.map(|d| read_state(&d)).transpose()?)
+}
+
+struct Dmd {
+    session: Session<Section>,
+}
+
+impl BackendTask for Dmd {
+    type Output = ExitCode;
+
+    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> Result<ExitCode> {
+        let s = &self.session;
+        let (c, section) = (&s.config.train, &s.config.objective);
+        let pick =
+            |i: usize, what: &str| devices.get(i).cloned().with_context(|| format!("[dmd] {what} = {i}: only {} devices", devices.len()));
+        let teacher_device = pick(section.teacher_device, "teacher_device")?;
+        let mut critic_devices = devices.clone();
+        critic_devices.rotate_left(section.critic_device);
+        pick(section.critic_device, "critic_device")?;
+        Autodiff::<B>::seed(&devices[0], c.seed);
+
+        let dit_path = section.dit.as_ref().expect("checked before");
+        let student = load_dit::<Autodiff<B>>(&s.dit_config, dit_path, &devices[0])
+            .with_context(|| format!("cannot load the student from {}", dit_path.display()))?;
+        let student = match student.role_embedding {
+            Some(_) => student,
+            None => student.with_roles(&LoraConfig::new(c.lora_rank).with_alpha(c.lora_alpha)),
+        };
+        let teacher_path = section.teacher.as_ref().expect("checked before");
+        let (teacher_weights, teacher_config) = match teacher_path.is_dir() {
+            true => {
+                let (w, config) = dit_files(teacher_path)?;
+                (w, ff_model::DitConfig::from_json(&config)?)
+            }
+            false => (teacher_path.clone(), s.dit_config.clone()),
+        };
+        let teacher = WanDit::<B>::load(&teacher_config, &teacher_weights, &teacher_device)
+            .with_context(|| format!("cannot load the teacher from {}", teacher_weights.display()))?;
+        let critic_base = section.critic.clone().or_else(|| s.dit.clone()).context("no critic base: set `dmd.critic`")?;
+        let critic = WanDit::<Autodiff<B>>::load(&s.dit_config, &critic_base, &critic_devices[0])
+            .with_context(|| format!("cannot load the critic's base from {}", critic_base.display()))?;
+
+        let model_dir = s.config.paths.model_dir.clone();
+        let files = FileFlags { model_dir, ..Default::default() }.resolve(None)?;
+        let configs = Configs::read(&files)?;
+        let vae = WanVae::<B>::load(&files.vae, &configs.vae, &teacher_device)
+            .with_context(|| format!("cannot load the VAE from {}", files.vae.display()))?;
+        let text = PromptEncoderFiles {
+            tokenizer: files.tokenizer,
+            weights: files.text_encoder,
+            config: configs.text,
+            max_len: s.dit_config.text_len,
+        };
+        let empty = text.embed::<CpuBackend>(&[""], None, &cpu_device()).context("cannot encode the empty prompt")?;
+        let empty = empty.into_iter().next().context("the text encoder returned no embedding")?.data;
+
+        let shared = DmdShared::new(section.objective.clone(), teacher, vae, empty)?;
+        let mut trainer = DmdTrainer::new(c.clone(), student, devices.clone(), critic, critic_devices, shared, s.data.len())?;
+        if let Some(dir) = &s.resume {
+            trainer.restore(dir)?;
+            eprintln!("resumed from {} after step {}", dir.display(), trainer.step_count());
+        }
+        drive(&s.run, c.steps, c.checkpoint_every, &s.data, &mut Run { trainer, critic_base })
+    }
+}
+
+struct Run<B: AttentionBackend> {
+    trainer: DmdTrainer<Autodiff<B>>,
+    critic_base: PathBuf,
+}
+
+impl<B: AttentionBackend> Steps for Run<B> {
+    fn done(&self) -> usize {
+        self.trainer.step_count()
+    }
+
+    /// The generator's report with the step's losses as parts: `generator_loss`, `critic_loss`
+    /// (mean over the step's critic updates), the critic's gradient norm and the exit stage.
+    fn step(&mut self, data: &ShardDataset) -> Result<StepReport> {
+        let r = self.trainer.step(data)?;
+        let critic_norm = r.critic.iter().map(|c| c.grad_norm).sum::<f64>() / r.critic.len().max(1) as f64;
+        let parts = vec![
+            ("generator_loss", r.generator.loss),
+            ("critic_loss", r.critic_loss()),
+            ("critic_grad_norm", critic_norm),
+            ("exit", r.exit as f64),
+        ];
+        Ok(StepReport { parts, ..r.generator })
+    }
+
+    fn save(&self, run: &Path) -> Result<PathBuf> {
+        Ok(self.trainer.save(run, Some(&self.critic_base))?)
+    }
+}

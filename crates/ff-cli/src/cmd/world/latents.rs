@@ -1,0 +1,134 @@
+//! `flashforward world-latents --model-dir DIR --out DATA --clips N [--seconds S] [--seed S]`:
+//! a latent-clip dataset (the `ff_train::data::shards` format, docs/DATASET.md) straight from the
+//! procedural generator, without the MP4 round trip of `world` + `encode-videos`.
+//!
+//! Clip `i` is the scene of `world`'s clip `i` of the same seed (same captions, same motion), its
+//! frames rendered and encoded by DIR's VAE (latent mean, normalised), its caption by DIR's text
+//! encoder. Each clip's source name is `scene-SEED-NNNNN`: a rerun skips the clips already in
+//! DATA, and each shard and the manifest after it are written atomically, so an interrupted run
+//! resumes from its last complete shard. A dataset only grows with the same model files.
+
+use super::clip_seed;
+use super::files::WorldDir;
+use crate::backend::{BackendTask, CpuBackend, DeviceSpec, Precision, cpu_device, dispatch};
+use crate::cmd::encode_videos::{file_id, video_tensor};
+use crate::video::Frame;
+use anyhow::{Context, Result, bail};
+use ff_model::AttentionBackend;
+use ff_model::text::PromptEncoderFiles;
+use ff_model::vae::{WanVae, WanVaeConfig};
+use ff_train::data::shards::Encoders;
+use ff_train::data::{LatentClip, ShardWriter};
+use ff_world::render::{frames_for_seconds, render};
+use ff_world::{Scene, SceneConfig};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Small-world model directory with `vae/`, `text_encoder/` and `tokenizer/`.
+    #[arg(long)]
+    pub model_dir: PathBuf,
+    /// Dataset directory: created, or resumed when it holds a manifest.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Number of clips.
+    #[arg(long, default_value_t = 100)]
+    pub clips: usize,
+    /// Seconds per clip (16 FPS: 4·s + 1 latents).
+    #[arg(long, default_value_t = 5)]
+    pub seconds: usize,
+    /// Dataset seed (the scenes of `world --seed`).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Frame width in pixels.
+    #[arg(long, default_value_t = 64)]
+    pub width: usize,
+    /// Frame height in pixels.
+    #[arg(long, default_value_t = 64)]
+    pub height: usize,
+    /// Probability of a second object per clip.
+    #[arg(long, default_value_t = 0.0)]
+    pub two_objects: f64,
+    /// Probability of a gradient background per clip.
+    #[arg(long, default_value_t = 0.25)]
+    pub gradient: f64,
+    /// Prompt tokens the embeddings may hold (the teacher's `text_len`).
+    #[arg(long, default_value_t = 32)]
+    pub text_len: usize,
+    /// Clips per shard file.
+    #[arg(long, default_value_t = 64)]
+    pub clips_per_shard: usize,
+    /// The device of the VAE: `cpu`, `cuda:N` or `wgpu:N` (one device).
+    #[arg(long, default_value = "cpu")]
+    pub devices: DeviceSpec,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    if args.devices.count() != 1 {
+        bail!("world-latents runs the VAE on one device; --devices names {}", args.devices.count());
+    }
+    let dir = WorldDir(args.model_dir.clone());
+    let (vae, vae_config) = dir.vae()?;
+    let text = dir.text(args.text_len)?;
+    let encoders = Encoders { vae: file_id("vae", &vae)?, text: text.id()? };
+    let writer = ShardWriter::open(&args.out, encoders, args.clips_per_shard)?;
+    let config = SceneConfig { width: args.width, height: args.height, two_objects: args.two_objects, gradient: args.gradient };
+    let scenes: Vec<(String, Scene)> = (0..args.clips)
+        .map(|i| (format!("scene-{}-{i:05}", args.seed), Scene::sample(clip_seed(args.seed, i), &config)))
+        .filter(|(name, scene)| !writer.contains(name, &scene.caption()))
+        .collect();
+    let kept = args.clips - scenes.len();
+    eprintln!("{} clips: {kept} already in {}, {} to encode", args.clips, args.out.display(), scenes.len());
+    let added = match scenes.is_empty() {
+        true => 0,
+        false => dispatch(
+            &args.devices,
+            Precision::F32,
+            Encode { scenes, writer, text, vae, vae_config, frames: frames_for_seconds(args.seconds) },
+        )?,
+    };
+    println!("{}: {} clips ({added} added)", args.out.display(), kept + added);
+    Ok(ExitCode::SUCCESS)
+}
+
+struct Encode {
+    scenes: Vec<(String, Scene)>,
+    writer: ShardWriter,
+    text: PromptEncoderFiles,
+    vae: PathBuf,
+    vae_config: WanVaeConfig,
+    frames: usize,
+}
+
+impl BackendTask for Encode {
+    type Output = usize;
+
+    fn run<B: AttentionBackend>(mut self, devices: Vec<B::Device>) -> Result<usize> {
+        let device = &devices[0];
+        let vae = WanVae::<B>::load(&self.vae, &self.vae_config, device)
+            .with_context(|| format!("cannot load the VAE from {}", self.vae.display()))?;
+        let total = self.scenes.len();
+        let mut encoded = 0;
+        for group in self.scenes.chunks(self.writer.clips_per_shard()) {
+            let captions: Vec<String> = group.iter().map(|(_, s)| s.caption()).collect();
+            let refs: Vec<&str> = captions.iter().map(String::as_str).collect();
+            let prompts = self.text.embed::<CpuBackend>(&refs, None, &cpu_device())?;
+            for ((name, scene), (caption, prompt)) in group.iter().zip(captions.into_iter().zip(prompts)) {
+                let clip = render(scene, self.frames);
+                let frames: Vec<Frame> =
+                    clip.frames.into_iter().map(|rgb| Frame::new(clip.width, clip.height, rgb)).collect::<Result<_>>()?;
+                let latents = vae.normalize(vae.encode_mean(video_tensor::<B>(&frames, device))?);
+                let [_, c, l, h, w] = latents.dims();
+                let latents = latents.reshape([c, l, h, w]).into_data().convert::<f32>();
+                self.writer.push(name, [clip.height, clip.width], &LatentClip { latents, prompt: prompt.data, caption })?;
+                encoded += 1;
+                if encoded % 16 == 0 || encoded == total {
+                    eprintln!("[{encoded}/{total}] latents [{c}, {l}, {h}, {w}]");
+                }
+            }
+        }
+        self.writer.finish()?;
+        Ok(encoded)
+    }
+}

@@ -1,0 +1,148 @@
+//! `flashforward train dmd` end to end on the CPU with tiny models: a Phase 1 run (`train sft`,
+//! one step) → `train dmd` (two generator steps, each with one critic step) → the run's
+//! checkpoint, which `generate --dit RUN` loads. The teacher's files are never written.
+//! Latents are 2×2 (16×16 px): one token per frame.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+mod common;
+
+use common::{Scratch, diffusers_dir, write};
+use ff_train::TrainRng;
+use ff_train::data::LatentClip;
+use ff_train::data::shards::{Encoders, ShardWriter};
+
+const DMD_TOML: &str = "[train]\nbatch = 1\nlr = 1e-3\nepsilon = 1e-6\ncheckpoint_every = 2\n\
+[dmd]\nlatents = 8\nstages = 2\nanchor_stride = 4\nplanner_block = 2\nchunk = 2\nhistory = 2\nplanner_context = 4\n\
+score_window = 6\ncritic_updates = 1\ncritic_lora_rank = 4\ncritic_lora_alpha = 4.0\n";
+
+fn flashforward(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(args).output().unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = flashforward(args);
+    assert!(out.status.success(), "flashforward {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(snapshot(&path));
+        } else {
+            out.push((path.clone(), fs::read(&path).unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn phase1_run_to_dmd_run_that_generate_loads() {
+    let scratch = Scratch::new("dmd");
+    let root = &scratch.0;
+    let (model, teacher, data) = (root.join("model"), root.join("teacher"), root.join("data"));
+    diffusers_dir(&model);
+    diffusers_dir(&teacher);
+    let encoders = Encoders { vae: "test-vae".into(), text: "test-text".into() };
+    let mut writer = ShardWriter::open(&data, encoders, 2).unwrap();
+    let mut rng = TrainRng::new(9);
+    for i in 0..2 {
+        let clip =
+            LatentClip { latents: rng.normal_data(vec![16, 8, 2, 2]), prompt: rng.normal_data(vec![5, 24]), caption: format!("clip {i}") };
+        writer.push(&format!("v{i}.mp4"), [16, 16], &clip).unwrap();
+    }
+    writer.finish().unwrap();
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let (sft_toml, dmd_toml) = (root.join("sft.toml"), root.join("dmd.toml"));
+    write(
+        &sft_toml,
+        "[train]\nbatch = 1\nlr = 1e-3\nwarmup_steps = 0\nlora_rank = 4\nlora_alpha = 4.0\n[sft]\nlatents = 8\nanchor_stride = 4\nplanner_block = 2\nchunk = 2\nhistory = 2\nrebased_crops = 0\n",
+    );
+    write(&dmd_toml, DMD_TOML);
+    let (phase1, phase2) = (root.join("phase1"), root.join("phase2"));
+    ok(&[
+        "train",
+        "sft",
+        "--model-dir",
+        &path(&model),
+        "--data",
+        &path(&data),
+        "--out",
+        &path(&phase1),
+        "--steps",
+        "1",
+        "--seed",
+        "1",
+        "--config",
+        &path(&sft_toml),
+    ]);
+
+    let before = snapshot(&teacher);
+    let log = ok(&[
+        "train",
+        "dmd",
+        "--model-dir",
+        &path(&model),
+        "--dit",
+        &path(&phase1),
+        "--teacher",
+        &path(&teacher),
+        "--data",
+        &path(&data),
+        "--out",
+        &path(&phase2),
+        "--steps",
+        "2",
+        "--seed",
+        "3",
+        "--config",
+        &path(&dmd_toml),
+    ]);
+    assert!(log.contains("effective config:") && log.contains("[dmd]") && log.contains("lora_rank = 4"), "{log}");
+    assert!(before == snapshot(&teacher), "the teacher's files changed");
+
+    let records: Vec<serde_json::Value> =
+        fs::read_to_string(phase2.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records.iter().map(|r| r["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2]);
+    for r in &records {
+        for key in ["generator_loss", "critic_loss"] {
+            assert!(r[key].as_f64().is_some_and(|x| x.is_finite() && x > 0.0), "{key} in {r}");
+        }
+    }
+    let checkpoint = phase2.join("step-000002");
+    for file in ["ema.safetensors", "state.json", "dmd.json", "critic/model.safetensors", "critic/state.json"] {
+        assert!(checkpoint.join(file).is_file(), "{file} missing");
+    }
+
+    // generate renders with the distilled student.
+    let video = root.join("video/");
+    ok(&[
+        "generate",
+        "--model-dir",
+        &path(&model),
+        "--dit",
+        &path(&phase2),
+        "--prompt",
+        "a red fox",
+        "--latents",
+        "1",
+        "--height",
+        "16",
+        "--width",
+        "16",
+        "--seed",
+        "1",
+        "--out",
+        &path(&video),
+    ]);
+    assert!(fs::read_dir(&video).unwrap().count() > 0, "no frames written");
+}

@@ -1,0 +1,103 @@
+//! What the updates change (the generator update the student only, the critic update the
+//! critic's adapters only, the teacher nothing), and bit-exact resume.
+
+use super::{clips, empty_prompt, plain_dit, tiny_config, tiny_vae};
+use crate::data::test_dir::TestDir;
+use crate::dmd::{DmdConfig, DmdShared, DmdTrainer};
+use crate::engine::params::params;
+use crate::engine::tests::{B, tiny_model};
+use crate::engine::{TrainConfig, Trainable};
+use burn::module::AutodiffModule;
+use burn::tensor::backend::Backend;
+use ff_model::{DitConfig, WanDit};
+use std::collections::BTreeMap;
+
+type Host = BTreeMap<String, Vec<f32>>;
+
+fn weights<Bk: Backend, M: burn::module::Module<Bk>>(m: &M) -> Host {
+    params(m, |_| true).into_iter().map(|(k, v)| (k, v.into_data().to_vec::<f32>().unwrap())).collect()
+}
+
+/// Paths whose values differ between `a` and `b`.
+fn changed(a: &Host, b: &Host) -> Vec<String> {
+    a.iter().filter(|(k, v)| b[*k] != **v).map(|(k, _)| k.clone()).collect()
+}
+
+fn train_config() -> TrainConfig {
+    DmdConfig::generator_defaults()
+        .with_batch(1)
+        .with_lr(1e-3)
+        .with_epsilon(1e-6)
+        .with_lora_rank(4)
+        .with_lora_alpha(4.0)
+        .with_checkpoint_every(1)
+}
+
+/// The models of a run, drawn once: student (roles), critic base, teacher.
+struct Models {
+    student: WanDit<B>,
+    critic: WanDit<B>,
+    teacher: WanDit<burn::backend::NdArray>,
+}
+
+fn models() -> Models {
+    let device = Default::default();
+    Models { student: tiny_model(), critic: DitConfig::tiny().with_text_len(8).init(&device), teacher: plain_dit() }
+}
+
+fn trainer(m: &Models) -> DmdTrainer<B> {
+    let device = Default::default();
+    let shared = DmdShared::new(tiny_config(), m.teacher.clone(), tiny_vae(), empty_prompt()).unwrap();
+    DmdTrainer::new(train_config(), m.student.clone(), vec![device], m.critic.clone(), vec![device], shared, 2).unwrap()
+}
+
+#[test]
+fn each_update_changes_only_its_own_network() {
+    let mut t = trainer(&models());
+    assert_eq!(t.generator.config().trainable, Trainable::All);
+    let data = clips(2);
+    let teacher = weights(&t.shared().teacher);
+    let (student0, critic0) = (weights(&t.generator.model().valid()), weights(&t.critic.model().valid()));
+
+    let report = t.generator_step(&data, 1).unwrap();
+    assert!(report.loss.is_finite() && report.loss > 0.0, "{report:?}");
+    let student1 = weights(&t.generator.model().valid());
+    let moved = changed(&student0, &student1);
+    assert!(moved.iter().any(|p| p.contains(".adapters.0.")), "the planner learns");
+    assert!(moved.iter().any(|p| p.contains(".base.")), "the full student trains");
+    assert_eq!(changed(&critic0, &weights(&t.critic.model().valid())), Vec::<String>::new(), "the generator update moved the critic");
+
+    let report = t.critic_step(&data, 0).unwrap();
+    assert!(report.loss.is_finite() && report.loss > 0.0, "{report:?}");
+    let critic1 = weights(&t.critic.model().valid());
+    let moved = changed(&critic0, &critic1);
+    assert!(!moved.is_empty() && moved.iter().all(|p| p.contains(".adapters.1.")), "critic update moved {moved:?}");
+    assert_eq!(changed(&student1, &weights(&t.generator.model().valid())), Vec::<String>::new(), "the critic update moved the student");
+    assert_eq!(changed(&teacher, &weights(&t.shared().teacher)), Vec::<String>::new(), "the teacher changed");
+}
+
+#[test]
+fn resume_is_bit_exact() {
+    let data = clips(2);
+    let dir = TestDir::new("dmd-resume");
+    let m = models();
+    let mut straight = trainer(&m);
+    for _ in 0..2 {
+        straight.step(&data).unwrap();
+    }
+    let mut first = trainer(&m);
+    let report = first.step(&data).unwrap();
+    assert_eq!((report.step, report.critic.len()), (1, 1));
+    let saved = first.save(dir.path(), None).unwrap();
+    let mut resumed = trainer(&m);
+    resumed.restore(&saved).unwrap();
+    resumed.step(&data).unwrap();
+    assert_eq!(resumed.step_count(), 2);
+    for (name, a, b) in [
+        ("generator", weights(&straight.generator.model().valid()), weights(&resumed.generator.model().valid())),
+        ("critic", weights(&straight.critic.model().valid()), weights(&resumed.critic.model().valid())),
+        ("generator EMA", weights(&straight.generator.ema_model()), weights(&resumed.generator.ema_model())),
+    ] {
+        assert_eq!(changed(&a, &b), Vec::<String>::new(), "{name} differs after resume");
+    }
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Side-by-side CPU benchmark: `flashforward bench-dit` / `bench-vae` against PyTorch on the same
+# cores, same shapes, f32, random weights. Prints one markdown table per benchmark with
+# Rust ÷ PyTorch per preset at each thread count (results: docs/BENCHMARKS.md, "CPU against PyTorch").
+#
+#   scripts/bench-cpu-vs-pytorch.sh
+#
+# Environment (all optional):
+#   SELF_FORCING  a checkout or bare git dir of guandeh17/Self-Forcing (default: cloned with git into
+#                 target/self-forcing at the commit of the causal fixtures' meta.json)
+#   FF_FIXTURES   the fixtures folder (default: ../shared/fixtures next to the repository)
+#   BENCH_VENV    the Python virtualenv, made with pip from PyPI when absent (default: target/bench-venv)
+#   FLASHFORWARD  the binary (default: target/release/flashforward, built when absent)
+#   DIT_PRESETS   bench-dit presets (default: tiny,small)    THREADS  thread counts (default: "1 2")
+#   VAE_PRESETS   bench-vae presets (default: tiny; wan2.1 is 480p and slow: set VAE_LATENTS too)
+#   VAE_LATENTS   latent frames per VAE decode (default: 21)  ITERS    timed repetitions (default: 3)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+FIXTURES=${FF_FIXTURES:-$ROOT/../shared/fixtures}
+VENV=${BENCH_VENV:-$ROOT/target/bench-venv}
+BIN=${FLASHFORWARD:-$ROOT/target/release/flashforward}
+DIT_PRESETS=${DIT_PRESETS:-tiny,small}
+VAE_PRESETS=${VAE_PRESETS:-tiny}
+VAE_LATENTS=${VAE_LATENTS:-21}
+THREADS=${THREADS:-1 2}
+ITERS=${ITERS:-3}
+
+SF_COMMIT=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["self_forcing_commit"])' \
+    "$FIXTURES/sf_causal_tiny/uniform/meta.json")
+SF=${SELF_FORCING:-$ROOT/target/self-forcing}
+if [ ! -e "$SF" ]; then
+    git clone --quiet https://github.com/guandeh17/Self-Forcing "$SF"
+    git -C "$SF" checkout --quiet "$SF_COMMIT"
+fi
+GITDIR=$SF
+[ -d "$SF/.git" ] && GITDIR=$SF/.git
+HEAD=$(git --git-dir "$GITDIR" rev-parse HEAD)
+if [ "$HEAD" != "$SF_COMMIT" ]; then
+    echo "error: $SF is at $HEAD; the fixtures were made at $SF_COMMIT (git -C $SF checkout $SF_COMMIT)" >&2
+    exit 1
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+    # The PyPI torch wheel pulls the CUDA libraries (≈ 5 GB installed); the CPU kernels are the same.
+    "$VENV/bin/pip" install --quiet torch diffusers safetensors einops numpy
+fi
+PY=$VENV/bin/python
+
+# Self-Forcing's model modules, extracted and patched for CPU SDPA by the fixtures' own script.
+SFCODE=$ROOT/target/bench-sfcode
+"$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import make_causal_fixtures as m; m.prepare_sf(sys.argv[2], sys.argv[3])' \
+    "$FIXTURES" "$SF" "$SFCODE"
+
+[ -x "$BIN" ] || cargo build --release -p ff-cli --manifest-path "$ROOT/Cargo.toml"
+
+json() { "$PY" -c 'import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])[sys.argv[1]])' "$1"; }
+ratio() { "$PY" -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")' "$1" "$2"; }
+# Seconds column of the bench-dit row of mode $1 (segments: the renderer's published chunks read in
+# place; window: copied into a ring window) / of the bench-vae row.
+dit_seconds() { awk -F'|' -v mode="$1" '$3 ~ mode { gsub(/ /, "", $6); print $6 }'; }
+vae_seconds() { awk -F'|' 'NR > 3 { gsub(/ /, "", $6); print $6 }'; }
+
+echo "Rust: $("$BIN" --version), backend: $("$BIN" bench-dit --configs tiny --iters 1 --height 4 --width 4 --text-tokens 4 | head -1 | sed 's/.* on \(.*\) (F32).*/\1/')"
+echo "PyTorch: $("$PY" -c 'import torch; print(torch.__version__)'), $(nproc) cores"
+echo
+echo "bench-dit: one renderer chunk forward (3 latent frames of 30×52 over 6 published chunks, 512 text tokens)"
+echo "| preset | threads | Rust segments s | Rust window s | PyTorch plain s | Rust ÷ PyTorch |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+for preset in ${DIT_PRESETS//,/ }; do
+    for t in $THREADS; do
+        torch=$("$PY" "$FIXTURES/bench_dit_torch.py" --sfcode "$SFCODE" --preset "$preset" --threads "$t" \
+            --impl plain --iters "$ITERS" | json plain_seconds)
+        table=$(RAYON_NUM_THREADS=$t "$BIN" bench-dit --configs "$preset" --iters "$ITERS")
+        seg=$(dit_seconds segments <<<"$table")
+        win=$(dit_seconds window <<<"$table")
+        best=$("$PY" -c 'import sys; print(min(map(float, sys.argv[1:])))' "$seg" "$win")
+        printf '| %s | %s | %.4f | %.4f | %.4f | %s |\n' "$preset" "$t" "$seg" "$win" "$torch" "$(ratio "$best" "$torch")"
+    done
+done
+echo
+echo "bench-vae: decode of $VAE_LATENTS latent frames (AutoencoderKLWan against WanVae)"
+echo "| preset | threads | Rust s | PyTorch s | Rust ÷ PyTorch |"
+echo "| --- | ---: | ---: | ---: | ---: |"
+vae_iters=$([ "$VAE_PRESETS" = tiny ] && echo "$ITERS" || echo 0)
+for preset in ${VAE_PRESETS//,/ }; do
+    for t in $THREADS; do
+        torch=$("$PY" "$ROOT/scripts/bench_vae_torch.py" --preset "$preset" --threads "$t" --latents "$VAE_LATENTS" \
+            --iters "$vae_iters" | json seconds)
+        rust=$(RAYON_NUM_THREADS=$t "$BIN" bench-vae --configs "$preset" --latents "$VAE_LATENTS" --iters "$vae_iters" | vae_seconds)
+        printf '| %s | %s | %.3f | %.3f | %s |\n' "$preset" "$t" "$rust" "$torch" "$(ratio "$rust" "$torch")"
+    done
+done
