@@ -7,14 +7,15 @@
 #   scripts/world/train-vae.sh                 # defaults below
 #   RUNS=/work/world-runs STEPS=3000 scripts/world/train-vae.sh
 #
-# FLASHFORWARD: the binary (default: target/release/flashforward, built if absent).
+# BIN: the binary (default: target/release/flashforward, built if absent); MODEL: the shipped
+# model folder (default models/world, the codec goes to MODEL/vae); RUNS: where runs live.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-RUNS=${RUNS:-runs/world}
+RUNS=${RUNS:-/work/world-runs}
 RUN=${RUN:-$RUNS/vae}
-OUT=${OUT:-models/world/vae}
+OUT=${OUT:-${MODEL:-models/world}/vae}
 CONFIG=${CONFIG:-scripts/world/vae.toml}
-BIN=${FLASHFORWARD:-target/release/flashforward}
+BIN=${BIN:-target/release/flashforward}
 start=$(date +%s)
 if [ -f "$OUT/diffusion_pytorch_model.safetensors" ] && [ -f "$OUT/config.json" ]; then
     echo "codec: $OUT exists, skipped"
