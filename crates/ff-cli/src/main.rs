@@ -63,6 +63,8 @@ enum Command {
     Eval(cmd::eval::Args),
     /// Train the planner and renderer roles (Phase 1: `train sft`).
     Train(cmd::train::Args),
+    /// The small world's codec after `train vae`: export a run, measure reconstruction PSNR.
+    Vae(cmd::vae::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -84,6 +86,7 @@ fn main() -> std::process::ExitCode {
         Command::WorldLatents(args) => cmd::world::latents::run(args),
         Command::Eval(args) => cmd::eval::run(args),
         Command::Train(args) => cmd::train::run(args),
+        Command::Vae(args) => cmd::vae::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,7 @@
 //! FlashForward training: latent-clip datasets, the training engine (optimizer, EMA,
-//! checkpoints, data-parallel workers) and the two phases (packed time-rebased SFT, self-rollout
-//! DMD distillation). Written against `B: AutodiffBackend`; tests run on `Autodiff<NdArray>`.
+//! checkpoints, data-parallel workers), the two phases (packed time-rebased SFT, self-rollout
+//! DMD distillation) and the small world's codec ([`vae`]). Written against `B: AutodiffBackend`;
+//! tests run on `Autodiff<NdArray>`.
 
 pub mod checkpoint;
 pub mod data;
@@ -12,6 +13,7 @@ pub mod objective;
 pub mod rng;
 pub mod sft;
 pub mod teacher;
+pub mod vae;
 
 pub use error::{Result, TrainError};
 pub use objective::{Loss, Objective};

@@ -1,6 +1,7 @@
 //! [`Objective`]: what one training phase computes from a clip. The engine (optimizer, EMA,
 //! accumulation, data-parallel workers, checkpoints) is the same for every phase; a phase is an
-//! objective over the student DiT.
+//! objective over a model `M` (the student DiT by default) and clips `C` (latent clips by
+//! default; the codec trains on RGB clips).
 
 use crate::Result;
 use crate::data::LatentClip;
@@ -16,12 +17,12 @@ pub struct Loss<B: AutodiffBackend> {
     pub parts: Vec<(&'static str, Tensor<B, 1>)>,
 }
 
-/// One phase's loss of one clip under the student `model`; all randomness (σ, noise, crop
+/// One phase's loss of one clip under the trained `model`; all randomness (σ, noise, crop
 /// offsets) comes from `rng`.
-pub trait Objective<B: AutodiffBackend>
+pub trait Objective<B: AutodiffBackend, M = WanDit<B>, C = LatentClip>
 where
     B: AttentionBackend,
     B::InnerBackend: AttentionBackend,
 {
-    fn loss(&self, model: &WanDit<B>, clip: &LatentClip, rng: &mut TrainRng) -> Result<Loss<B>>;
+    fn loss(&self, model: &M, clip: &C, rng: &mut TrainRng) -> Result<Loss<B>>;
 }

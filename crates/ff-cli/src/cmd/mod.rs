@@ -12,5 +12,6 @@ pub mod generate;
 pub mod plan;
 pub mod simulate;
 pub mod train;
+pub mod vae;
 pub mod verify_fixture;
 pub mod world;

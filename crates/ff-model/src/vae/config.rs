@@ -61,6 +61,29 @@ impl WanVaeConfig {
         Self::new(96, 16, vec![1, 2, 4, 4], 2, vec![], vec![false, true, true], WAN2_1_LATENTS_MEAN.to_vec(), WAN2_1_LATENTS_STD.to_vec())
     }
 
+    /// The small world's codec (DESIGN §9): Wan2.1's structure (4× time / 8× space, causal
+    /// cache, mid-block attention) at width 8, one residual block per stage, 16 latent channels.
+    /// Its latent statistics are placeholders (0, 1) until a trained encoder measures them.
+    pub fn tiny_world() -> Self {
+        Self::new(8, 16, vec![1, 2, 4, 4], 1, vec![], vec![false, true, true], vec![0.0; 16], vec![1.0; 16])
+    }
+
+    /// The diffusers `vae/config.json` of this VAE (read back by [`WanVaeConfig::from_json`]).
+    pub fn to_diffusers_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "_class_name": "AutoencoderKLWan",
+            "base_dim": self.base_dim,
+            "z_dim": self.z_dim,
+            "dim_mult": self.dim_mult,
+            "num_res_blocks": self.num_res_blocks,
+            "attn_scales": self.attn_scales,
+            "temperal_downsample": self.temperal_downsample,
+            "dropout": 0.0,
+            "latents_mean": self.latents_mean,
+            "latents_std": self.latents_std,
+        })
+    }
+
     /// Reads a diffusers `vae/config.json`, or a fixture `meta.json` whose `config` object holds
     /// those fields. Wan2.2-style options (`is_residual`, `patch_size`, a separate decoder width,
     /// other than 3 video channels) are rejected.

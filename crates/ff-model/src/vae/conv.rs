@@ -4,6 +4,10 @@
 //! (`2·padding_t` frames), so output frame `t` sees input frames `≤ t`. Run chunk by chunk through
 //! [`CausalConv3d::forward_cached`], the zero padding is replaced by the last input frames of the
 //! previous chunk, which gives exactly the output of one run over the whole sequence.
+//!
+//! Unit-stride convolutions run as one matrix product over the `kt·kh·kw` shifted views of the
+//! padded input (im2col): the same sum as a direct convolution, at matmul speed on backends whose
+//! direct convolution is a per-element loop (NdArray's conv3d, forward and backward).
 
 use super::cache::CacheSlot;
 use burn::config::Config;
@@ -75,13 +79,30 @@ impl<B: Backend> CausalConv3d<B> {
     }
 
     fn conv(&self, x: Tensor<B, 5>, time_pad: usize) -> Tensor<B, 5> {
-        // Burn's conv3d pads symmetrically only: the past-side time padding is explicit.
-        let x = match time_pad {
-            0 => x,
-            _ => x.pad([(time_pad, 0), (0, 0), (0, 0)], PadMode::Constant(0.0)),
-        };
         let [_, ph, pw] = self.padding;
-        let options = ConvOptions::new(self.stride, [0, ph, pw], [1, 1, 1], 1);
-        conv3d(x, self.weight.val(), Some(self.bias.val()), options)
+        if self.stride != [1, 1, 1] {
+            // Burn's conv3d pads symmetrically only: the past-side time padding is explicit.
+            let x = x.pad([(time_pad, 0), (0, 0), (0, 0)], PadMode::Constant(0.0));
+            let options = ConvOptions::new(self.stride, [0, ph, pw], [1, 1, 1], 1);
+            return conv3d(x, self.weight.val(), Some(self.bias.val()), options);
+        }
+        let x = x.pad([(time_pad, 0), (ph, ph), (pw, pw)], PadMode::Constant(0.0));
+        let [batch, channels, t, h, w] = x.dims();
+        let [out, _, kt, kh, kw] = self.weight.dims();
+        let (to, ho, wo) = (t + 1 - kt, h + 1 - kh, w + 1 - kw);
+        let mut views = Vec::with_capacity(kt * kh * kw);
+        for dt in 0..kt {
+            for dy in 0..kh {
+                for dx in 0..kw {
+                    views.push(x.clone().slice([0..batch, 0..channels, dt..dt + to, dy..dy + ho, dx..dx + wo]));
+                }
+            }
+        }
+        // [B, C, kt·kh·kw, ...] flattens in the order of the weight's [in, kt, kh, kw].
+        let taps = channels * kt * kh * kw;
+        let columns = Tensor::stack::<6>(views, 2).reshape([batch, taps, to * ho * wo]);
+        let weight = self.weight.val().reshape([1, out, taps]).repeat_dim(0, batch);
+        let y = weight.matmul(columns) + self.bias.val().reshape([1, out, 1]);
+        y.reshape([batch, out, to, ho, wo])
     }
 }

@@ -91,6 +91,6 @@ impl<B: Backend> WanDecoder<B> {
     pub(crate) fn decode_frames(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         let frames = x.dims()[2];
         let out: Vec<_> = (0..frames).map(|i| self.forward(x.clone().narrow(2, i, 1), cache)).collect();
-        Tensor::cat(out, 2).clamp(-1.0, 1.0)
+        Tensor::cat(out, 2)
     }
 }

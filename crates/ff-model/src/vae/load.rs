@@ -8,13 +8,16 @@
 //!
 //! The original table is rewritten to diffusers names first, then both go through the same
 //! diffusers -> Burn table (which names the variant of each encoder layer and drops the
-//! `nn.Sequential` index of `resample.1`).
+//! `nn.Sequential` index of `resample.1`). [`WanVae::diffusers_tensors`] goes the other way, for
+//! exporting a trained VAE in the diffusers layout.
 
 use super::config::WanVaeConfig;
 use super::model::WanVae;
 use crate::error::{ModelError, Result};
 use crate::load::{CheckpointFiles, KeyRemap, checkpoint_keys, load_checkpoint};
+use burn::tensor::TensorData;
 use burn::tensor::backend::Backend;
+use burn_store::ModuleSnapshot;
 use std::path::Path;
 
 /// The key layout of a VAE checkpoint.
@@ -93,7 +96,31 @@ impl VaeLayout {
     }
 }
 
+/// Burn module path -> diffusers key: the inverse of [`DIFFUSERS_RULES`].
+pub fn diffusers_key(path: &str) -> String {
+    let key = path.replace(".Residual.", ".").replace(".Attention.", ".").replace(".Resample.", ".");
+    let key = key.replace(".upsampler.", ".upsamplers.0.");
+    match key.strip_suffix(".resample.weight").or_else(|| key.strip_suffix(".resample.bias")) {
+        Some(stem) => format!("{stem}.resample.1.{}", &key[stem.len() + ".resample.".len()..]),
+        None => key,
+    }
+}
+
 impl<B: Backend> WanVae<B> {
+    /// Every parameter under its diffusers key with its module shape (the VAE has no `Linear`
+    /// layer, so no transpose): the tensors of a `diffusion_pytorch_model.safetensors` that
+    /// [`WanVae::load`] reads back.
+    pub fn diffusers_tensors(&self) -> Result<Vec<(String, TensorData)>> {
+        self.collect(None, None, false)
+            .into_iter()
+            .map(|s| {
+                let path = s.full_path();
+                let data = s.to_data().map_err(|e| ModelError::Input(format!("parameter '{path}': {e}")))?;
+                Ok((diffusers_key(&path), data))
+            })
+            .collect()
+    }
+
     /// Loads a checkpoint (safetensors file, sharded index, directory or `.pth`) in either key
     /// layout, told from its keys.
     pub fn load(path: impl AsRef<Path>, config: &WanVaeConfig, device: &B::Device) -> Result<Self> {

@@ -1,11 +1,12 @@
 //! The Wan VAE (diffusers `AutoencoderKLWan`): encoder, `quant_conv`, `post_quant_conv`, decoder.
 //!
-//! * `encode_mean`: video `[B, 3, T, H, W]` in `[-1, 1]` -> latent mean `[B, z, 1+(T-1)/4, H/8, W/8]`
-//!   (unnormalised, diffusers' `latent_dist.mean`); frame 0 is encoded alone, then chunks of 4
-//!   frames, the causal state carried between chunks (trailing frames that do not fill a chunk are
-//!   dropped, as in diffusers).
+//! * `encode_moments`: video `[B, 3, T, H, W]` in `[-1, 1]` -> latent mean and log-variance, each
+//!   `[B, z, 1+(T-1)/4, H/8, W/8]` (unnormalised, diffusers' `latent_dist`); frame 0 is encoded
+//!   alone, then chunks of 4 frames, the causal state carried between chunks (trailing frames that
+//!   do not fill a chunk are dropped, as in diffusers). `encode_mean` keeps the mean.
 //! * `decode`: latents `[B, z, t, h, w]` (unnormalised) -> video `[B, 3, 1+4(t-1), 8h, 8w]` clamped
 //!   to `[-1, 1]`, one latent frame at a time; [`VaeStreamDecoder`] does the same piecewise.
+//!   `decode_unclamped` skips the clamp (training: the loss keeps its gradient outside `[-1, 1]`).
 //! * `normalize` / `denormalize`: `(x − mean) / std` and back, per latent channel.
 
 use super::cache::CausalCache;
@@ -20,6 +21,8 @@ use burn::tensor::{Tensor, TensorData, backend::Backend};
 
 /// Frames the encoder takes per chunk after the first frame (hard-coded in diffusers).
 const ENCODE_CHUNK: usize = 4;
+/// diffusers' `DiagonalGaussianDistribution` clamps the log-variance to this range.
+const LOGVAR_RANGE: (f64, f64) = (-30.0, 20.0);
 
 /// The Wan VAE; build with [`WanVaeConfig::init`] or [`WanVae::load`].
 #[derive(Module, Debug)]
@@ -52,6 +55,12 @@ impl<B: Backend> WanVae<B> {
 
     /// The latent mean of a video `[B, 3, T, H, W]` in `[-1, 1]`: `[B, z_dim, 1+(T-1)/4, H/8, W/8]`.
     pub fn encode_mean(&self, video: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
+        Ok(self.encode_moments(video)?.0)
+    }
+
+    /// The posterior of a video `[B, 3, T, H, W]` in `[-1, 1]`: mean and log-variance (clamped to
+    /// `[-30, 20]`), each `[B, z_dim, 1+(T-1)/4, H/8, W/8]`.
+    pub fn encode_moments(&self, video: Tensor<B, 5>) -> Result<(Tensor<B, 5>, Tensor<B, 5>)> {
         let [_, channels, frames, height, width] = video.dims();
         if channels != 3 || frames == 0 || height == 0 || width == 0 {
             return Err(ModelError::Input(format!("VAE encode expects a video [B, 3, T>0, H, W], got {:?}", video.dims())));
@@ -65,12 +74,19 @@ impl<B: Backend> WanVae<B> {
             })
             .collect();
         let moments = self.quant_conv.forward(Tensor::cat(out, 2));
-        Ok(moments.narrow(1, 0, self.config.z_dim))
+        let z = self.config.z_dim;
+        let logvar = moments.clone().narrow(1, z, z).clamp(LOGVAR_RANGE.0, LOGVAR_RANGE.1);
+        Ok((moments.narrow(1, 0, z), logvar))
     }
 
     /// Decodes unnormalised latents `[B, z_dim, t, h, w]` to video `[B, 3, 1+4(t−1), 8h, 8w]` in `[-1, 1]`.
     pub fn decode(&self, latents: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
         self.stream_decoder().decode_chunk(latents)
+    }
+
+    /// [`WanVae::decode`] without the final clamp to `[-1, 1]`.
+    pub fn decode_unclamped(&self, latents: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
+        self.stream_decoder().decode_chunk_unclamped(latents)
     }
 
     /// A decoder that takes the latents of one video a few frames at a time and yields exactly the

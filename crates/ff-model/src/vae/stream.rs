@@ -28,6 +28,11 @@ impl<B: Backend> VaeStreamDecoder<B> {
 
     /// Decodes the next `n ≥ 1` unnormalised latent frames `[B, z_dim, n, h, w]` of the video.
     pub fn decode_chunk(&mut self, latents: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
+        Ok(self.decode_chunk_unclamped(latents)?.clamp(-1.0, 1.0))
+    }
+
+    /// [`VaeStreamDecoder::decode_chunk`] without the final clamp to `[-1, 1]`.
+    pub(crate) fn decode_chunk_unclamped(&mut self, latents: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
         let [batch, channels, frames, h, w] = latents.dims();
         let shape = self.shape.unwrap_or([batch, h, w]);
         if channels != self.z_dim || frames == 0 || shape != [batch, h, w] {

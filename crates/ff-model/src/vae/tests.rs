@@ -118,13 +118,6 @@ fn scratch_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Burn module path -> diffusers key (the inverse of the diffusers table, written out here).
-fn burn_to_diffusers(path: &str) -> String {
-    let key = path.replace(".Residual.", ".").replace(".Attention.", ".").replace(".Resample.", ".");
-    let key = key.replace(".upsampler.", ".upsamplers.0.");
-    regex::Regex::new(r"\.resample\.(weight|bias)$").unwrap().replace(&key, ".resample.1.$1").into_owned()
-}
-
 /// diffusers key -> original Wan2.1 key, as `WanVAE_` in `wan/modules/vae.py` names its state dict.
 fn diffusers_to_original(key: &str, num_res_blocks: usize) -> String {
     let re = |p: &str| regex::Regex::new(p).unwrap();
@@ -185,8 +178,8 @@ fn original_and_diffusers_layouts_load_the_same_weights() {
     let reference = config.init::<B>(&device);
     let dir = scratch_dir("layouts");
     let (diffusers, original) = (dir.join("diffusers.safetensors"), dir.join("Wan2.1_VAE.safetensors"));
-    write_safetensors(&reference, &diffusers, burn_to_diffusers);
-    write_safetensors(&reference, &original, |p| diffusers_to_original(&burn_to_diffusers(p), 2));
+    write_safetensors(&reference, &diffusers, load::diffusers_key);
+    write_safetensors(&reference, &original, |p| diffusers_to_original(&load::diffusers_key(p), 2));
     assert!(read_tensors(&original).unwrap().contains_key("decoder.upsamples.3.resample.1.weight"));
 
     let video = random([1, 3, 5, 16, 16], 5);
@@ -220,4 +213,41 @@ fn odd_latent_sizes_keep_the_documented_shapes() {
     assert_eq!(video.dims(), [1, 3, 13, 24, 40]);
     let (lo, hi) = (video.clone().min().into_scalar(), video.max().into_scalar());
     assert!((-1.0..=1.0).contains(&lo) && (-1.0..=1.0).contains(&hi), "decode is clamped: {lo}..{hi}");
+}
+
+#[test]
+fn exported_config_and_tensors_load_back_into_the_same_vae() {
+    let device = Default::default();
+    let mut config = WanVaeConfig::tiny_world();
+    config.latents_mean[3] = 0.25;
+    config.latents_std[5] = 2.5;
+    let reference = config.init::<B>(&device);
+    let dir = scratch_dir("export");
+    let json = dir.join("config.json");
+    std::fs::write(&json, serde_json::to_string(&config.to_diffusers_json()).unwrap()).unwrap();
+    assert_eq!(WanVaeConfig::from_json(&json).unwrap(), config);
+
+    let tensors = reference.diffusers_tensors().unwrap();
+    assert!(tensors.iter().any(|(k, _)| k == "decoder.up_blocks.0.upsamplers.0.resample.1.weight"));
+    assert!(tensors.iter().any(|(k, _)| k == "encoder.down_blocks.1.resample.1.bias"));
+    let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
+        .iter()
+        .map(|(k, d)| (k.clone(), d.shape.to_vec(), d.to_vec::<f32>().unwrap().iter().flat_map(|v| v.to_le_bytes()).collect()))
+        .collect();
+    let views =
+        bytes.iter().map(|(k, s, b)| (k.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap()));
+    let weights = dir.join("diffusion_pytorch_model.safetensors");
+    safetensors::serialize_to_file(views, None, &weights).unwrap();
+    assert_eq!(
+        VaeLayout::detect(&read_tensors(&weights).unwrap().into_keys().collect::<Vec<_>>(), &weights).unwrap(),
+        VaeLayout::Diffusers
+    );
+    let loaded = WanVae::<B>::load(&weights, &config, &device).unwrap();
+    let video = random([1, 3, 5, 16, 16], 3);
+    let (mean, logvar) = reference.encode_moments(video.clone()).unwrap();
+    assert_eq!(logvar.dims(), mean.dims());
+    assert_eq!(mean.dims(), [1, 16, 2, 2, 2]);
+    assert!(rel_l2(loaded.encode_mean(video).unwrap(), mean.clone()) <= 1e-6);
+    assert!(rel_l2(loaded.decode(mean.clone()).unwrap(), reference.decode(mean).unwrap()) <= 1e-6);
+    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -16,14 +16,19 @@
 //! complete one, and the leftover temp folder is ignored (and replaced by the next save).
 //! Resume restores every piece of state, so on NdArray a resumed run is bit-identical to one
 //! that never stopped.
+//!
+//! A run that trains a plain module (every parameter, e.g. the codec) uses the same folders and
+//! files with the module's own paths and config ([`save_module`], [`restore_module`]).
 
 mod files;
 mod inference;
+mod module;
 #[cfg(test)]
 mod tests;
 
 pub use files::{read_tensors, write_tensors};
 pub use inference::{load_dit, merged_weights};
+pub use module::{ModuleCheckpointState, load_module_ema, read_module_state, restore_module, save_module};
 
 use crate::data::{Cursor, Sampler};
 use crate::engine::params::{params, set_trainable};

@@ -25,14 +25,14 @@ impl LatentClip {
     }
 }
 
-/// A dataset of clips addressed by index.
-pub trait ClipSource {
+/// A dataset of clips `C` (latent clips by default) addressed by index.
+pub trait ClipSource<C = LatentClip> {
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
     /// Clip `index` (< `len()`); errors name the file and key at fault.
-    fn get(&self, index: usize) -> Result<LatentClip>;
+    fn get(&self, index: usize) -> Result<C>;
 }
 
 /// Clips held in memory (tests, synthetic data).

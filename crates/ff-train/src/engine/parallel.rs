@@ -12,14 +12,14 @@ use crate::data::LatentClip;
 use crate::objective::Objective;
 use crate::rng::TrainRng;
 use crate::{Result, TrainError};
-use burn::module::Module;
+use burn::module::AutodiffModule;
 use burn::tensor::ElementConversion;
 use burn::tensor::backend::AutodiffBackend;
-use ff_model::{AttentionBackend, WanDit};
+use ff_model::AttentionBackend;
 
 /// One clip of a step with its random stream.
-pub struct Job {
-    pub clip: LatentClip,
+pub struct Job<C = LatentClip> {
+    pub clip: C,
     pub rng: TrainRng,
 }
 
@@ -38,11 +38,12 @@ struct Share<B: AutodiffBackend> {
 
 /// Runs the micro-batches of one device: each micro-batch's clip losses are summed, scaled by
 /// `scale` and back-propagated once; the gradients of the micro-batches are summed.
-fn run_share<B, O>(model: &WanDit<B>, objective: &O, micro_batches: Vec<Vec<Job>>, scale: f64) -> Result<Share<B>>
+fn run_share<B, M, C, O>(model: &M, objective: &O, micro_batches: Vec<Vec<Job<C>>>, scale: f64) -> Result<Share<B>>
 where
     B: AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
-    O: Objective<B>,
+    M: AutodiffModule<B>,
+    O: Objective<B, M, C>,
 {
     let mut grads = ParamMap::new();
     let mut losses = Vec::new();
@@ -67,17 +68,19 @@ where
 
 /// Runs `shares[w]` (micro-batches of jobs) on `devices[w]`, one thread per device, and returns
 /// the gradients summed over all workers on `devices[0]` with the clips' losses in job order.
-pub fn run<B, O>(
-    model: &WanDit<B>,
+pub fn run<B, M, C, O>(
+    model: &M,
     devices: &[B::Device],
     objective: &O,
-    shares: Vec<Vec<Vec<Job>>>,
+    shares: Vec<Vec<Vec<Job<C>>>>,
     scale: f64,
 ) -> Result<(ParamMap<B::InnerBackend>, Vec<ClipLoss>)>
 where
     B: AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
-    O: Objective<B> + Sync,
+    M: AutodiffModule<B> + Send,
+    C: Send,
+    O: Objective<B, M, C> + Sync,
 {
     let main = &devices[0];
     let results: Vec<Result<Share<B>>> = std::thread::scope(|s| {

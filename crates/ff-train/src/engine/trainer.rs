@@ -5,6 +5,9 @@
 //! them on the devices ([`parallel`](super::parallel)), clips the summed gradient to the global
 //! norm, applies AdamW at the warm-up learning rate, and folds the new weights into the EMA. A
 //! step that fails (bad data, a worker error) changes nothing.
+//!
+//! The trained module `M` is the student DiT by default; any Burn module trains the same way
+//! (the codec: `Trainer<B, WanVae<B>>` with `trainable = "all"`).
 
 use super::config::TrainConfig;
 use super::ema::Ema;
@@ -36,13 +39,13 @@ pub struct StepReport {
 }
 
 /// Model, optimizer, EMA, random stream and data position of a run.
-pub struct Trainer<B: AutodiffBackend + AttentionBackend>
+pub struct Trainer<B: AutodiffBackend + AttentionBackend, M = WanDit<B>>
 where
     B::InnerBackend: AttentionBackend,
 {
     pub(crate) config: TrainConfig,
     pub(crate) devices: Vec<B::Device>,
-    pub(crate) model: WanDit<B>,
+    pub(crate) model: M,
     pub(crate) optimizer: Optimizer<B::InnerBackend>,
     pub(crate) ema: Ema<B::InnerBackend>,
     pub(crate) rng: TrainRng,
@@ -59,17 +62,35 @@ where
     /// A run from step 0 over a dataset of `clips` clips. `model` lives on `devices[0]` and must
     /// have its roles when `config.trainable` is LoRA; the EMA starts at its weights.
     pub fn new(config: TrainConfig, model: WanDit<B>, devices: Vec<B::Device>, clips: usize) -> Result<Self> {
+        let trainable = config.trainable;
+        if model.role_embedding.is_none() && trainable != super::Trainable::All {
+            return Err(TrainError::Config(format!("trainable = {trainable:?} needs a model with roles (WanDit::with_roles)")));
+        }
+        Self::for_module(config, model, devices, clips)
+    }
+}
+
+impl<B, M> Trainer<B, M>
+where
+    B: AutodiffBackend + AttentionBackend,
+    B::InnerBackend: AttentionBackend,
+    M: AutodiffModule<B> + Send,
+{
+    /// A run from step 0 training the parameters of `model` that `config.trainable` selects
+    /// (every one for `"all"`), over a dataset of `clips` clips. `model` lives on `devices[0]`;
+    /// the EMA starts at its weights.
+    pub fn for_module(config: TrainConfig, model: M, devices: Vec<B::Device>, clips: usize) -> Result<Self> {
         config.validate()?;
         config.accumulation(devices.len())?;
         if clips == 0 {
             return Err(TrainError::Config("the dataset holds no clips".into()));
         }
         let trainable = config.trainable;
-        if model.role_embedding.is_none() && trainable != super::Trainable::All {
-            return Err(TrainError::Config(format!("trainable = {trainable:?} needs a model with roles (WanDit::with_roles)")));
-        }
         let model = set_trainable(model, |p| trainable.contains(p));
         let ema = Ema::new(config.ema_decay, params(&model.valid(), |p| trainable.contains(p)));
+        if ema.values().is_empty() {
+            return Err(TrainError::Config(format!("trainable = {trainable:?} selects no parameter of the model")));
+        }
         Ok(Self {
             optimizer: Optimizer::new(&config),
             ema,
@@ -93,12 +114,12 @@ where
     }
 
     /// The trained model (current weights).
-    pub fn model(&self) -> &WanDit<B> {
+    pub fn model(&self) -> &M {
         &self.model
     }
 
     /// The model with the EMA of the trainable parameters, for evaluation and export.
-    pub fn ema_model(&self) -> WanDit<B::InnerBackend> {
+    pub fn ema_model(&self) -> M::InnerModule {
         assign(self.model.valid(), self.ema.values().clone())
     }
 
@@ -114,7 +135,7 @@ where
     }
 
     /// One optimizer step over `batch` clips of `data` with `objective`.
-    pub fn step<O: Objective<B> + Sync>(&mut self, objective: &O, data: &dyn ClipSource) -> Result<StepReport> {
+    pub fn step<C: Send, O: Objective<B, M, C> + Sync>(&mut self, objective: &O, data: &dyn ClipSource<C>) -> Result<StepReport> {
         let batch = self.config.batch;
         let per_device = batch / self.devices.len();
         let (mut sampler, mut rng) = (self.sampler.clone(), self.rng.clone());
@@ -125,9 +146,9 @@ where
             jobs.push(Job { clip: data.get(index)?, rng: step_rng.fork(j as u64) });
         }
         let mut jobs = jobs.into_iter();
-        let shares: Vec<Vec<Vec<Job>>> = (0..self.devices.len())
+        let shares: Vec<Vec<Vec<Job<C>>>> = (0..self.devices.len())
             .map(|_| {
-                let mine: Vec<Job> = jobs.by_ref().take(per_device).collect();
+                let mine: Vec<Job<C>> = jobs.by_ref().take(per_device).collect();
                 let mut mine = mine.into_iter();
                 (0..per_device / self.config.micro_batch).map(|_| mine.by_ref().take(self.config.micro_batch).collect()).collect()
             })

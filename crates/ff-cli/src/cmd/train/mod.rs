@@ -9,6 +9,7 @@ mod progress;
 mod run;
 mod sft;
 mod teacher;
+mod vae;
 
 use anyhow::Result;
 use std::process::ExitCode;
@@ -23,6 +24,8 @@ pub struct Args {
 enum Command {
     /// Phase 1: packed time-rebased supervised fine-tuning of the planner and renderer roles.
     Sft(sft::Args),
+    /// The small world's codec: a tiny Wan VAE trained on procedural clips (reconstruction + β·KL).
+    Vae(vae::Args),
     /// Phase 2: self-rollout DMD distillation of the student against a frozen teacher and a LoRA critic.
     Dmd(dmd::Args),
     /// The small world's teacher: a bidirectional DiT from scratch, flow matching with text dropout.
@@ -32,6 +35,7 @@ enum Command {
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Sft(args) => sft::run(args),
+        Command::Vae(args) => vae::run(args),
         Command::Dmd(args) => dmd::run(args),
         Command::Teacher(args) => teacher::run(args),
     }

@@ -54,19 +54,7 @@ impl<C: Serialize + DeserializeOwned> Session<C> {
         let Some(data) = &config.paths.data else { bail!("no data: pass --data DATA or set `data` in the config") };
         config.train.validate()?;
         config.train.accumulation(devices.count())?;
-        let existing = latest(&run)?;
-        let resume = match (resume, existing) {
-            (true, Some(dir)) => Some(dir),
-            (true, None) => bail!("--resume: {} holds no checkpoint", run.display()),
-            (false, Some(dir)) => {
-                bail!(
-                    "{} already holds a run (checkpoint {}): pass --resume to continue it, or choose another --out",
-                    run.display(),
-                    dir.display()
-                )
-            }
-            (false, None) => None,
-        };
+        let resume = resume_checkpoint(&run, resume)?;
         let (dit, dit_config) = match fresh {
             Some(config) => (None, config),
             None => {
@@ -75,12 +63,34 @@ impl<C: Serialize + DeserializeOwned> Session<C> {
             }
         };
         let data = ShardDataset::open(data)?;
-        let effective = config.to_toml()?;
-        eprintln!("effective config:\n{effective}");
-        std::fs::create_dir_all(&run).with_context(|| format!("cannot create the run directory {}", run.display()))?;
-        write_atomic(&run.join(CONFIG_FILE), |w| Ok(w.write_all(effective.as_bytes())?))?;
+        save_effective_config(&config, &run)?;
         Ok(Self { config, run, devices, dit, dit_config, data, resume })
     }
+}
+
+/// The checkpoint a run continues from: the newest of `run` with `--resume` (an error when there
+/// is none), none for a new run (an error when `run` already holds one).
+pub fn resume_checkpoint(run: &Path, resume: bool) -> Result<Option<PathBuf>> {
+    match (resume, latest(run)?) {
+        (true, Some(dir)) => Ok(Some(dir)),
+        (true, None) => bail!("--resume: {} holds no checkpoint", run.display()),
+        (false, Some(dir)) => {
+            bail!(
+                "{} already holds a run (checkpoint {}): pass --resume to continue it, or choose another --out",
+                run.display(),
+                dir.display()
+            )
+        }
+        (false, None) => Ok(None),
+    }
+}
+
+/// Prints the effective config and saves it as `RUN/config.toml` (creating `run`).
+pub fn save_effective_config<C: Serialize + DeserializeOwned>(config: &RunConfig<C>, run: &Path) -> Result<()> {
+    let effective = config.to_toml()?;
+    eprintln!("effective config:\n{effective}");
+    std::fs::create_dir_all(run).with_context(|| format!("cannot create the run directory {}", run.display()))?;
+    write_atomic(&run.join(CONFIG_FILE), |w| Ok(w.write_all(effective.as_bytes())?))
 }
 
 /// Runs the session's training with `objective` on its devices (f32: optimizer state, EMA and
@@ -143,12 +153,12 @@ impl<C, O: AnyBackendObjective> BackendTask for Train<C, O> {
     }
 }
 
-/// A run the training loop drives: one optimizer step (of whatever kind) at a time, and its
-/// checkpoints.
-pub(super) trait Steps {
+/// A run the training loop drives: one optimizer step (of whatever kind) at a time over data
+/// `D` (latent clips by default; the codec's procedural clips), and its checkpoints.
+pub(super) trait Steps<D: ?Sized = ShardDataset> {
     /// Steps done.
     fn done(&self) -> usize;
-    fn step(&mut self, data: &ShardDataset) -> Result<StepReport>;
+    fn step(&mut self, data: &D) -> Result<StepReport>;
     /// Saves a checkpoint into `run`; returns its folder.
     fn save(&self, run: &Path) -> Result<PathBuf>;
 }
@@ -175,7 +185,7 @@ impl<B: AttentionBackend, O: AnyBackendObjective> Steps for Engine<'_, B, O> {
 /// The loop: steps up to `steps` in total with the progress bar and the metrics log, a
 /// checkpoint every `checkpoint_every` steps, at the end, and when Ctrl-C stops the run after
 /// the current step (exit code 130).
-pub(super) fn drive(run: &Path, steps: usize, checkpoint_every: usize, data: &ShardDataset, state: &mut dyn Steps) -> Result<ExitCode> {
+pub(super) fn drive<D: ?Sized>(run: &Path, steps: usize, checkpoint_every: usize, data: &D, state: &mut dyn Steps<D>) -> Result<ExitCode> {
     let mut metrics = Metrics::open(run, state.done())?;
     let progress = StepProgress::new(state.done(), steps);
     let interrupt = install_interrupt_flag()?;

@@ -1,0 +1,173 @@
+//! `flashforward train vae --out RUN --steps N --seed S [--config FILE] [--resume]`: the small
+//! world's codec, a Wan VAE (`WanVaeConfig::tiny_world` by default) trained as a β-VAE on clips
+//! the procedural domain renders on the fly (`ff_train::vae`): no dataset on disk, every step
+//! sees fresh scenes and time windows. Same conventions as `train sft`: flags override the config
+//! file, `[train]` holds the engine's keys and `[vae]` the codec's (`model`, `clips`, `loss`,
+//! `stats_clips`), checkpoints every `checkpoint_every` steps, Ctrl-C checkpoints and exits 130,
+//! `--resume` continues from the newest checkpoint. A finished run exports its EMA weights to
+//! `RUN/vae/` (`config.json` with the measured latent mean/std, and
+//! `diffusion_pytorch_model.safetensors`), the layout `generate --vae` and `encode-videos` read.
+
+use super::config::RunConfig;
+use super::run::{Steps, drive, resume_checkpoint, save_effective_config};
+use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
+use crate::cmd::vae::export::{EXPORT_DIR, export};
+use anyhow::{Context, Result, bail};
+use burn::backend::Autodiff;
+use burn::tensor::backend::Backend;
+use ff_model::AttentionBackend;
+use ff_model::vae::{WanVae, WanVaeConfig};
+use ff_train::checkpoint::{restore_module, save_module};
+use ff_train::data::ClipSource;
+use ff_train::engine::{StepReport, TrainConfig, Trainable, Trainer};
+use ff_train::vae::{VaeObjective, VaeObjectiveConfig, WorldClips, WorldClipsConfig};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The config section of the codec.
+const SECTION: &str = "vae";
+
+/// `[vae]`: the codec's architecture, its training clips and loss weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VaeSection {
+    /// Architecture (`latents_mean` / `latents_std` are measured at export).
+    pub model: WanVaeConfig,
+    /// The procedural clips it trains on.
+    pub clips: WorldClipsConfig,
+    /// Weights of L1, MSE and KL.
+    pub loss: VaeObjectiveConfig,
+    /// Held-out clips whose latents give the exported `latents_mean` / `latents_std`.
+    pub stats_clips: usize,
+}
+
+impl Default for VaeSection {
+    fn default() -> Self {
+        Self { model: WanVaeConfig::tiny_world(), clips: WorldClipsConfig::new(), loss: VaeObjectiveConfig::new(), stats_clips: 32 }
+    }
+}
+
+/// The engine's defaults for the codec (a plain module trained from scratch: every parameter,
+/// Adam with momentum, a learning rate for random initialisation).
+pub fn train_defaults() -> TrainConfig {
+    TrainConfig::new()
+        .with_trainable(Trainable::All)
+        .with_steps(3000)
+        .with_lr(2e-3)
+        .with_warmup_steps(50)
+        .with_beta_1(0.9)
+        .with_beta_2(0.99)
+        .with_weight_decay(0.0)
+        .with_ema_decay(0.99)
+        .with_batch(2)
+        .with_checkpoint_every(50)
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Run directory: checkpoints (`step-NNNNNN/`), metrics.jsonl, loss.svg, config.toml, and
+    /// the exported codec `vae/` when the run finishes.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Optimizer steps of the whole run (`train.steps`).
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Seed of the initial weights, data order and noise (`train.seed`).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// TOML config: top-level `out` and `devices`, `[train]` and `[vae]` sections.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Continue the run in --out from its newest checkpoint.
+    #[arg(long)]
+    resume: bool,
+    /// `cpu`, `cuda:0,1,..` or `wgpu:0,..`: one data-parallel worker per device.
+    #[arg(long)]
+    devices: Option<String>,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let mut config = RunConfig::defaults(SECTION, VaeSection::default());
+    config.train = train_defaults();
+    let saved = args.out.as_ref().map(|o| o.join(super::run::CONFIG_FILE)).filter(|p| args.resume && p.is_file());
+    if let Some(file) = args.config.as_ref().or(saved.as_ref()) {
+        config = config.overlay_file(file)?;
+    }
+    if config.paths.model_dir.is_some() || config.paths.data.is_some() {
+        bail!("train vae renders its clips and starts from random weights: `model_dir` and `data` are not used");
+    }
+    if args.out.is_some() {
+        config.paths.out.clone_from(&args.out);
+    }
+    if let Some(devices) = &args.devices {
+        config.paths.devices.clone_from(devices);
+    }
+    config.train.steps = args.steps.unwrap_or(config.train.steps);
+    config.train.seed = args.seed.unwrap_or(config.train.seed);
+    let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
+    let devices: DeviceSpec = config.paths.devices.parse()?;
+    config.train.validate()?;
+    config.train.accumulation(devices.count())?;
+    config.objective.model.validate().context("[vae.model]")?;
+    let objective = VaeObjective::new(config.objective.loss.clone()).context("[vae.loss]")?;
+    let clips = WorldClips::new(config.objective.clips.clone()).context("[vae.clips]")?;
+    let resume = resume_checkpoint(&out, args.resume)?;
+    save_effective_config(&config, &out)?;
+    dispatch(&devices, Precision::F32, TrainVae { config, out, resume, objective, clips })
+}
+
+struct TrainVae {
+    config: RunConfig<VaeSection>,
+    out: PathBuf,
+    resume: Option<PathBuf>,
+    objective: VaeObjective,
+    clips: WorldClips,
+}
+
+impl BackendTask for TrainVae {
+    type Output = ExitCode;
+
+    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> Result<ExitCode> {
+        let TrainVae { config, out, resume, objective, clips } = self;
+        let section = &config.objective;
+        Autodiff::<B>::seed(&devices[0], config.train.seed);
+        let model = section.model.init::<Autodiff<B>>(&devices[0]);
+        let described = serde_json::to_value(&section.model)?;
+        let mut trainer = Trainer::for_module(config.train.clone(), model, devices, clips.len())?;
+        if let Some(dir) = &resume {
+            restore_module(&mut trainer, dir, &described)?;
+            eprintln!("resumed from {} after step {}", dir.display(), trainer.step_count());
+        }
+        let c = &config.train;
+        let mut engine = Codec { trainer, objective: &objective, described };
+        let code = drive(&out, c.steps, c.checkpoint_every, &clips, &mut engine)?;
+        if code != ExitCode::SUCCESS {
+            return Ok(code);
+        }
+        let dir = out.join(EXPORT_DIR);
+        let exported = export(&engine.trainer.ema_model(), section.stats_clips, &dir)?;
+        eprintln!("latents_mean {:?}\nlatents_std {:?}", exported.latents_mean, exported.latents_std);
+        println!("{}", dir.display());
+        Ok(code)
+    }
+}
+
+/// The codec's trainer as a run the training loop drives.
+struct Codec<'a, B: AttentionBackend> {
+    trainer: Trainer<Autodiff<B>, WanVae<Autodiff<B>>>,
+    objective: &'a VaeObjective,
+    /// The VAE config recorded in (and checked against) the checkpoints.
+    described: serde_json::Value,
+}
+
+impl<B: AttentionBackend> Steps<WorldClips> for Codec<'_, B> {
+    fn done(&self) -> usize {
+        self.trainer.step_count()
+    }
+    fn step(&mut self, data: &WorldClips) -> Result<StepReport> {
+        Ok(self.trainer.step(self.objective, data)?)
+    }
+    fn save(&self, run: &Path) -> Result<PathBuf> {
+        Ok(save_module(run, &self.trainer, self.described.clone())?)
+    }
+}

@@ -1,0 +1,21 @@
+//! Training the codec: the Wan VAE as a β-VAE on RGB clips of the small world.
+//!
+//! * [`data`]: [`VideoClip`] (`[3, T, H, W]` f32 in `[-1, 1]` on the host) and [`WorldClips`], a
+//!   dataset rendered on the fly from scene seeds (no files: every index is a fresh scene and
+//!   time window, so the codec never sees the same clip twice in a run; held-out seeds are a
+//!   disjoint range).
+//! * [`loss`]: reconstruction (mean absolute plus mean squared error) and the KL divergence of
+//!   the diagonal Gaussian posterior from N(0, I).
+//! * [`VaeObjective`]: encode → reparameterised sample → decode (unclamped) → weighted loss.
+//! * [`eval`]: PSNR of the full and the streaming decode of a clip.
+
+pub mod data;
+pub mod eval;
+pub mod loss;
+mod objective;
+#[cfg(test)]
+mod tests;
+
+pub use data::{VideoClip, WorldClips, WorldClipsConfig};
+pub use eval::{Reconstruction, psnr, reconstruct};
+pub use objective::{VaeObjective, VaeObjectiveConfig};

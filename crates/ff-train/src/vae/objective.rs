@@ -1,0 +1,71 @@
+//! [`VaeObjective`]: the codec's loss on one clip `x` (`[1, 3, T, H, W]`):
+//! `(μ, log σ²) = encode(x)`, `z = μ + σ·ε` with ε from the clip's random stream,
+//! `x̂ = decode(z)` without the output clamp, and
+//! `loss = w₁·mean|x̂ − x| + w₂·mean(x̂ − x)² + β·mean KL(N(μ, σ²) ‖ N(0, 1))`.
+
+use super::data::VideoClip;
+use super::loss::{kl_to_standard_normal, reconstruction};
+use crate::objective::{Loss, Objective};
+use crate::{TrainError, TrainRng}; // not `Result`: the `Config` derive expands to code that uses std's
+use burn::config::Config;
+use burn::tensor::Tensor;
+use burn::tensor::backend::AutodiffBackend;
+use ff_model::AttentionBackend;
+use ff_model::vae::WanVae;
+
+/// Weights of the loss terms.
+#[derive(Config, Debug, PartialEq)]
+pub struct VaeObjectiveConfig {
+    /// Weight of the mean absolute error.
+    #[config(default = 1.0)]
+    pub l1_weight: f64,
+    /// Weight of the mean squared error.
+    #[config(default = 1.0)]
+    pub mse_weight: f64,
+    /// β: weight of the KL term (a mean over latent elements).
+    #[config(default = 1e-4)]
+    pub kl_weight: f64,
+}
+
+/// The codec's reconstruction + β·KL objective.
+#[derive(Clone, Debug)]
+pub struct VaeObjective {
+    pub config: VaeObjectiveConfig,
+}
+
+impl VaeObjective {
+    pub fn new(config: VaeObjectiveConfig) -> crate::Result<Self> {
+        let c = &config;
+        if [c.l1_weight, c.mse_weight, c.kl_weight].iter().any(|w| !w.is_finite() || *w < 0.0) || c.l1_weight + c.mse_weight == 0.0 {
+            return Err(TrainError::Config(format!(
+                "l1_weight {}, mse_weight {} and kl_weight {} must be finite and ≥ 0, with a positive reconstruction weight",
+                c.l1_weight, c.mse_weight, c.kl_weight
+            )));
+        }
+        Ok(Self { config })
+    }
+}
+
+impl<B> Objective<B, WanVae<B>, VideoClip> for VaeObjective
+where
+    B: AutodiffBackend + AttentionBackend,
+    B::InnerBackend: AttentionBackend,
+{
+    fn loss(&self, model: &WanVae<B>, clip: &VideoClip, rng: &mut TrainRng) -> crate::Result<Loss<B>> {
+        let t = clip.frames();
+        if t < 5 || t % 4 != 1 {
+            return Err(TrainError::Shape(format!("codec clips need 1 + 4k frames (k ≥ 1), got {:?}", clip.frames.shape)));
+        }
+        let device = model.quant_conv.bias.val().device();
+        let video = clip.tensor::<B>(&device);
+        let (mean, logvar) = model.encode_moments(video.clone())?;
+        let noise = Tensor::from_data(rng.normal_data(mean.dims().to_vec()), &device);
+        let z = mean.clone() + logvar.clone().mul_scalar(0.5).exp() * noise;
+        let recon = model.decode_unclamped(z)?;
+        let (l1, mse) = reconstruction(recon, video);
+        let kl = kl_to_standard_normal(mean, logvar);
+        let c = &self.config;
+        let total = l1.clone().mul_scalar(c.l1_weight) + mse.clone().mul_scalar(c.mse_weight) + kl.clone().mul_scalar(c.kl_weight);
+        Ok(Loss { total, parts: vec![("l1", l1.detach()), ("mse", mse.detach()), ("kl", kl.detach())] })
+    }
+}
