@@ -43,6 +43,30 @@ impl Default for Paths {
     }
 }
 
+/// The flags every `train` subcommand takes (each overrides its config key).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunFlags {
+    /// Run directory: checkpoints (`step-NNNNNN/`), metrics.jsonl, loss.svg, config.toml, and what
+    /// the phase exports when it finishes.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Optimizer steps of the whole run (`train.steps`).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Seed of the run's weights, data order and noise (`train.seed`).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// TOML config: top-level paths and devices, `[train]` and the phase's section.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Continue the run in --out from its newest checkpoint.
+    #[arg(long)]
+    pub resume: bool,
+    /// `cpu`, `cuda:0,1,..` or `wgpu:0,..`: one data-parallel worker per device.
+    #[arg(long)]
+    pub devices: Option<String>,
+}
+
 /// A parsed run config with the objective's config type `O` under section `section`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunConfig<O> {
@@ -70,6 +94,28 @@ impl<O: Serialize + DeserializeOwned> RunConfig<O> {
     pub fn overlay_file(self, path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the config {}", path.display()))?;
         self.overlay(&text, path)
+    }
+
+    /// This config overlaid with `--config` (on `--resume` without it: the run's saved config),
+    /// then with the flags that are given: the shared ones and the phase's `model_dir` / `data`.
+    pub fn with_flags(self, flags: &RunFlags, model_dir: &Option<PathBuf>, data: &Option<PathBuf>) -> Result<Self> {
+        let saved = flags.out.as_ref().map(|o| o.join(super::run::CONFIG_FILE)).filter(|p| flags.resume && p.is_file());
+        let mut config = match flags.config.as_ref().or(saved.as_ref()) {
+            Some(file) => self.overlay_file(file)?,
+            None => self,
+        };
+        let paths = &mut config.paths;
+        for (key, value) in [(&mut paths.model_dir, model_dir), (&mut paths.data, data), (&mut paths.out, &flags.out)] {
+            if value.is_some() {
+                key.clone_from(value);
+            }
+        }
+        if let Some(devices) = &flags.devices {
+            paths.devices.clone_from(devices);
+        }
+        config.train.steps = flags.steps.unwrap_or(config.train.steps);
+        config.train.seed = flags.seed.unwrap_or(config.train.seed);
+        Ok(config)
     }
 
     /// The effective config as TOML (unset optional keys left out), as printed and saved.

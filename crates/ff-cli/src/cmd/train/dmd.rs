@@ -14,7 +14,7 @@
 //! the CPU) from the model directory. The teacher and VAE live on `devices[teacher_device]`, the
 //! critic on `devices[critic_device]`.
 
-use super::config::RunConfig;
+use super::config::{RunConfig, RunFlags};
 use super::run::{Session, Steps, drive};
 use crate::backend::{BackendTask, CpuBackend, Precision, cpu_device, dispatch};
 use crate::cmd::generate::configs::Configs;
@@ -72,52 +72,20 @@ pub struct Args {
     /// Latent-clip dataset written by `encode-videos` (prompts and latent shape).
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Run directory: checkpoints (`step-NNNNNN/`, the critic in `critic/`), metrics.jsonl,
-    /// loss.svg, config.toml.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Generator steps of the whole run (`train.steps`); each is followed by `dmd.critic_updates`
-    /// critic steps.
-    #[arg(long)]
-    steps: Option<usize>,
-    /// Seed of data order, rollout noise, exit stages and the critic's LoRA (`train.seed`).
-    #[arg(long)]
-    seed: Option<u64>,
-    /// TOML config: top-level paths and devices, `[train]` and `[dmd]` sections.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Continue the run in --out from its newest checkpoint.
-    #[arg(long)]
-    resume: bool,
-    /// `cpu`, `cuda:0,1,..` or `wgpu:0,..`: one data-parallel worker per device.
-    #[arg(long)]
-    devices: Option<String>,
+    #[command(flatten)]
+    run: RunFlags,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut config = RunConfig::defaults(SECTION, Section::default());
     config.train = DmdConfig::generator_defaults();
-    let saved = args.out.as_ref().map(|o| o.join(super::run::CONFIG_FILE)).filter(|p| args.resume && p.is_file());
-    if let Some(file) = args.config.as_ref().or(saved.as_ref()) {
-        config = config.overlay_file(file)?;
-    }
-    let paths = &mut config.paths;
-    for (flag, value) in [(&mut paths.model_dir, &args.model_dir), (&mut paths.data, &args.data), (&mut paths.out, &args.out)] {
-        if value.is_some() {
-            flag.clone_from(value);
-        }
-    }
-    if let Some(devices) = &args.devices {
-        paths.devices.clone_from(devices);
-    }
+    let mut config = config.with_flags(&args.run, &args.model_dir, &args.data)?;
     let section = &mut config.objective;
     for (key, value) in [(&mut section.dit, &args.dit), (&mut section.teacher, &args.teacher)] {
         if value.is_some() {
             key.clone_from(value);
         }
     }
-    config.train.steps = args.steps.unwrap_or(config.train.steps);
-    config.train.seed = args.seed.unwrap_or(config.train.seed);
     config.objective.objective.validate().context("[dmd]")?;
     let Some(dit) = config.objective.dit.clone() else { bail!("no student: pass --dit PHASE1_RUN_OR_WEIGHTS or set `dmd.dit`") };
     if config.objective.teacher.is_none() {
@@ -128,7 +96,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         (config.train.lora_rank, config.train.lora_alpha) = (state.train.lora_rank, state.train.lora_alpha);
     }
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
-    let session = Session::prepare(config, out, args.resume, None)?;
+    let session = Session::prepare(config, out, args.run.resume, None)?;
     let devices = session.devices.clone();
     dispatch(&devices, Precision::F32, Dmd { session })
 }

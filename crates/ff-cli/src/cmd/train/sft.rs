@@ -8,7 +8,7 @@
 //! flow-matching objective (`ff_train::flow`) on whole clips; the swap is that function, its
 //! config type and default.
 
-use super::config::RunConfig;
+use super::config::{RunConfig, RunFlags};
 use super::run::{AnyBackendObjective, Session, train};
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
@@ -53,44 +53,13 @@ pub struct Args {
     /// Latent-clip dataset written by `encode-videos`.
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Run directory: checkpoints (`step-NNNNNN/`), metrics.jsonl, loss.svg, config.toml.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Optimizer steps of the whole run (`train.steps`).
-    #[arg(long)]
-    steps: Option<usize>,
-    /// Seed of data order, noise and fresh adapters (`train.seed`).
-    #[arg(long)]
-    seed: Option<u64>,
-    /// TOML config: top-level paths and devices, `[train]` and `[sft]` sections.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Continue the run in --out from its newest checkpoint.
-    #[arg(long)]
-    resume: bool,
-    /// `cpu`, `cuda:0,1,..` or `wgpu:0,..`: one data-parallel worker per device.
-    #[arg(long)]
-    devices: Option<String>,
+    #[command(flatten)]
+    run: RunFlags,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let mut config = RunConfig::defaults(SECTION, default_objective_config());
-    let saved = args.out.as_ref().map(|o| o.join(super::run::CONFIG_FILE)).filter(|p| args.resume && p.is_file());
-    if let Some(file) = args.config.as_ref().or(saved.as_ref()) {
-        config = config.overlay_file(file)?;
-    }
-    let paths = &mut config.paths;
-    for (flag, value) in [(&mut paths.model_dir, &args.model_dir), (&mut paths.data, &args.data), (&mut paths.out, &args.out)] {
-        if value.is_some() {
-            flag.clone_from(value);
-        }
-    }
-    if let Some(devices) = &args.devices {
-        paths.devices.clone_from(devices);
-    }
-    config.train.steps = args.steps.unwrap_or(config.train.steps);
-    config.train.seed = args.seed.unwrap_or(config.train.seed);
+    let config = RunConfig::defaults(SECTION, default_objective_config()).with_flags(&args.run, &args.model_dir, &args.data)?;
     let objective = objective(&config.objective).context("[sft]")?;
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
-    Session::prepare(config, out, args.resume, None).and_then(|session| train(session, objective))
+    Session::prepare(config, out, args.run.resume, None).and_then(|session| train(session, objective))
 }

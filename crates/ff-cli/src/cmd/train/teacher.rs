@@ -9,7 +9,7 @@
 //! diffusion_pytorch_model.safetensors}`, the layout `generate --model-dir` reads (copy the folder
 //! into the model directory).
 
-use super::config::RunConfig;
+use super::config::{RunConfig, RunFlags};
 use super::run::{AnyBackendObjective, Session, train};
 use crate::backend::{CpuBackend, cpu_device};
 use crate::cmd::world::files::WorldDir;
@@ -62,51 +62,21 @@ pub struct Args {
     /// Latent-clip dataset written by `world-latents` (or `encode-videos`).
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Run directory: checkpoints (`step-NNNNNN/`), metrics.jsonl, loss.svg, config.toml, transformer/.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Optimizer steps of the whole run (`train.steps`).
-    #[arg(long)]
-    steps: Option<usize>,
-    /// Seed of the weights, data order, noise and text dropout (`train.seed`).
-    #[arg(long)]
-    seed: Option<u64>,
-    /// TOML config: top-level paths and devices, `[train]` and `[teacher]` sections.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Continue the run in --out from its newest checkpoint.
-    #[arg(long)]
-    resume: bool,
-    /// `cpu`, `cuda:0,1,..` or `wgpu:0,..`: one data-parallel worker per device.
-    #[arg(long)]
-    devices: Option<String>,
+    #[command(flatten)]
+    run: RunFlags,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut config = RunConfig::defaults(SECTION, TeacherConfig::new());
     config.train = default_train();
-    let saved = args.out.as_ref().map(|o| o.join(super::run::CONFIG_FILE)).filter(|p| args.resume && p.is_file());
-    if let Some(file) = args.config.as_ref().or(saved.as_ref()) {
-        config = config.overlay_file(file)?;
-    }
-    let paths = &mut config.paths;
-    for (flag, value) in [(&mut paths.model_dir, &args.model_dir), (&mut paths.data, &args.data), (&mut paths.out, &args.out)] {
-        if value.is_some() {
-            flag.clone_from(value);
-        }
-    }
-    if let Some(devices) = &args.devices {
-        paths.devices.clone_from(devices);
-    }
-    config.train.steps = args.steps.unwrap_or(config.train.steps);
-    config.train.seed = args.seed.unwrap_or(config.train.seed);
+    let config = config.with_flags(&args.run, &args.model_dir, &args.data)?;
     let dit = config.objective.dit_config().context("[teacher]")?;
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
     let Some(model_dir) = config.paths.model_dir.clone() else { bail!("no model: pass --model-dir DIR or set `model_dir` in the config") };
     let text = WorldDir(model_dir).text(dit.text_len)?;
     let empty = text.embed::<CpuBackend>(&[""], None, &cpu_device())?.remove(0).data;
     let objective = TeacherObjective::new(&config.objective, empty).context("[teacher]")?;
-    let session = Session::prepare(config, out.clone(), args.resume, Some(dit.clone()))?;
+    let session = Session::prepare(config, out.clone(), args.run.resume, Some(dit.clone()))?;
     let code = train(session, objective)?;
     if code == ExitCode::SUCCESS {
         let dir = export(&dit, &out)?;

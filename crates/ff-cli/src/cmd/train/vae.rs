@@ -8,7 +8,7 @@
 //! `RUN/vae/` (`config.json` with the measured latent mean/std, and
 //! `diffusion_pytorch_model.safetensors`), the layout `generate --vae` and `encode-videos` read.
 
-use super::config::RunConfig;
+use super::config::{RunConfig, RunFlags};
 use super::run::{Steps, drive, resume_checkpoint, save_effective_config};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use crate::cmd::vae::export::{EXPORT_DIR, export};
@@ -65,45 +65,17 @@ pub fn train_defaults() -> TrainConfig {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Run directory: checkpoints (`step-NNNNNN/`), metrics.jsonl, loss.svg, config.toml, and
-    /// the exported codec `vae/` when the run finishes.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Optimizer steps of the whole run (`train.steps`).
-    #[arg(long)]
-    steps: Option<usize>,
-    /// Seed of the initial weights, data order and noise (`train.seed`).
-    #[arg(long)]
-    seed: Option<u64>,
-    /// TOML config: top-level `out` and `devices`, `[train]` and `[vae]` sections.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Continue the run in --out from its newest checkpoint.
-    #[arg(long)]
-    resume: bool,
-    /// `cpu`, `cuda:0,1,..` or `wgpu:0,..`: one data-parallel worker per device.
-    #[arg(long)]
-    devices: Option<String>,
+    #[command(flatten)]
+    run: RunFlags,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut config = RunConfig::defaults(SECTION, VaeSection::default());
     config.train = train_defaults();
-    let saved = args.out.as_ref().map(|o| o.join(super::run::CONFIG_FILE)).filter(|p| args.resume && p.is_file());
-    if let Some(file) = args.config.as_ref().or(saved.as_ref()) {
-        config = config.overlay_file(file)?;
-    }
+    let config = config.with_flags(&args.run, &None, &None)?;
     if config.paths.model_dir.is_some() || config.paths.data.is_some() {
         bail!("train vae renders its clips and starts from random weights: `model_dir` and `data` are not used");
     }
-    if args.out.is_some() {
-        config.paths.out.clone_from(&args.out);
-    }
-    if let Some(devices) = &args.devices {
-        config.paths.devices.clone_from(devices);
-    }
-    config.train.steps = args.steps.unwrap_or(config.train.steps);
-    config.train.seed = args.seed.unwrap_or(config.train.seed);
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
     let devices: DeviceSpec = config.paths.devices.parse()?;
     config.train.validate()?;
@@ -111,7 +83,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     config.objective.model.validate().context("[vae.model]")?;
     let objective = VaeObjective::new(config.objective.loss.clone()).context("[vae.loss]")?;
     let clips = WorldClips::new(config.objective.clips.clone()).context("[vae.clips]")?;
-    let resume = resume_checkpoint(&out, args.resume)?;
+    let resume = resume_checkpoint(&out, args.run.resume)?;
     save_effective_config(&config, &out)?;
     dispatch(&devices, Precision::F32, TrainVae { config, out, resume, objective, clips })
 }
