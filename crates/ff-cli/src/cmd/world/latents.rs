@@ -8,7 +8,6 @@
 //! DATA, and each shard and the manifest after it are written atomically, so an interrupted run
 //! resumes from its last complete shard. A dataset only grows with the same model files.
 
-use super::clip_seed;
 use super::files::WorldDir;
 use crate::backend::{BackendTask, CpuBackend, DeviceSpec, Precision, cpu_device, dispatch};
 use crate::cmd::encode_videos::{file_id, video_tensor};
@@ -19,8 +18,8 @@ use ff_model::text::PromptEncoderFiles;
 use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_train::data::shards::Encoders;
 use ff_train::data::{LatentClip, ShardWriter};
+use ff_world::Scene;
 use ff_world::render::{frames_for_seconds, render};
-use ff_world::{Scene, SceneConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,27 +31,8 @@ pub struct Args {
     /// Dataset directory: created, or resumed when it holds a manifest.
     #[arg(long)]
     pub out: PathBuf,
-    /// Number of clips.
-    #[arg(long, default_value_t = 100)]
-    pub clips: usize,
-    /// Seconds per clip (16 FPS: 4·s + 1 latents).
-    #[arg(long, default_value_t = 5)]
-    pub seconds: usize,
-    /// Dataset seed (the scenes of `world --seed`).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Frame width in pixels.
-    #[arg(long, default_value_t = 64)]
-    pub width: usize,
-    /// Frame height in pixels.
-    #[arg(long, default_value_t = 64)]
-    pub height: usize,
-    /// Probability of a second object per clip.
-    #[arg(long, default_value_t = 0.0)]
-    pub two_objects: f64,
-    /// Probability of a gradient background per clip.
-    #[arg(long, default_value_t = 0.25)]
-    pub gradient: f64,
+    #[command(flatten)]
+    pub scenes: super::Scenes,
     /// Prompt tokens the embeddings may hold (the teacher's `text_len`).
     #[arg(long, default_value_t = 32)]
     pub text_len: usize,
@@ -73,19 +53,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let text = dir.text(args.text_len)?;
     let encoders = Encoders { vae: file_id("vae", &vae)?, text: text.id()? };
     let writer = ShardWriter::open(&args.out, encoders, args.clips_per_shard)?;
-    let config = SceneConfig { width: args.width, height: args.height, two_objects: args.two_objects, gradient: args.gradient };
-    let scenes: Vec<(String, Scene)> = (0..args.clips)
-        .map(|i| (format!("scene-{}-{i:05}", args.seed), Scene::sample(clip_seed(args.seed, i), &config)))
+    let scenes: Vec<(String, Scene)> = (0..args.scenes.clips)
+        .map(|i| (format!("scene-{}-{i:05}", args.scenes.seed), args.scenes.scene(i)))
         .filter(|(name, scene)| !writer.contains(name, &scene.caption()))
         .collect();
-    let kept = args.clips - scenes.len();
-    eprintln!("{} clips: {kept} already in {}, {} to encode", args.clips, args.out.display(), scenes.len());
+    let kept = args.scenes.clips - scenes.len();
+    eprintln!("{} clips: {kept} already in {}, {} to encode", args.scenes.clips, args.out.display(), scenes.len());
     let added = match scenes.is_empty() {
         true => 0,
         false => dispatch(
             &args.devices,
             Precision::F32,
-            Encode { scenes, writer, text, vae, vae_config, frames: frames_for_seconds(args.seconds) },
+            Encode { scenes, writer, text, vae, vae_config, frames: frames_for_seconds(args.scenes.seconds) },
         )?,
     };
     println!("{}: {} clips ({added} added)", args.out.display(), kept + added);

@@ -27,6 +27,14 @@ pub struct Args {
     /// Output directory.
     #[arg(long)]
     pub out: PathBuf,
+    #[command(flatten)]
+    pub scenes: Scenes,
+}
+
+/// The clips of a dataset: clip `i` is the scene of seed `clip_seed(seed, i)` (the same for
+/// `world` and `world-latents`).
+#[derive(clap::Args, Debug)]
+pub struct Scenes {
     /// Number of clips.
     #[arg(long, default_value_t = 100)]
     pub clips: usize,
@@ -50,6 +58,14 @@ pub struct Args {
     pub gradient: f64,
 }
 
+impl Scenes {
+    /// Clip `i`'s scene.
+    pub fn scene(&self, i: usize) -> Scene {
+        let config = SceneConfig { width: self.width, height: self.height, two_objects: self.two_objects, gradient: self.gradient };
+        Scene::sample(clip_seed(self.seed, i), &config)
+    }
+}
+
 /// Seed of clip `i` of a dataset seeded `seed`.
 pub fn clip_seed(seed: u64, i: usize) -> u64 {
     seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
@@ -57,13 +73,12 @@ pub fn clip_seed(seed: u64, i: usize) -> u64 {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    let config = SceneConfig { width: args.width, height: args.height, two_objects: args.two_objects, gradient: args.gradient };
-    let frames = frames_for_seconds(args.seconds);
-    let mut captions = Vec::with_capacity(args.clips);
-    let mut scenes = Vec::with_capacity(args.clips);
+    let frames = frames_for_seconds(args.scenes.seconds);
+    let mut captions = Vec::with_capacity(args.scenes.clips);
+    let mut scenes = Vec::with_capacity(args.scenes.clips);
     let mut written = 0;
-    for i in 0..args.clips {
-        let scene = Scene::sample(clip_seed(args.seed, i), &config);
+    for i in 0..args.scenes.clips {
+        let scene = args.scenes.scene(i);
         let name = format!("clip_{i:05}.mp4");
         let path = args.out.join(&name);
         if !path.exists() {
@@ -80,6 +95,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for (name, rows) in [("captions.jsonl", &captions), ("scenes.jsonl", &scenes)] {
         write_atomic(&args.out.join(name), |w| rows.iter().try_for_each(|r| Ok(writeln!(w, "{r}")?)))?;
     }
-    println!("{} clips of {frames} frames in {} ({written} written, {} kept)", args.clips, args.out.display(), args.clips - written);
+    println!(
+        "{} clips of {frames} frames in {} ({written} written, {} kept)",
+        args.scenes.clips,
+        args.out.display(),
+        args.scenes.clips - written
+    );
     Ok(ExitCode::SUCCESS)
 }
