@@ -5,9 +5,11 @@
 //! [`CausalConv3d::forward_cached`], the zero padding is replaced by the last input frames of the
 //! previous chunk, which gives exactly the output of one run over the whole sequence.
 //!
-//! Unit-stride convolutions run as one matrix product over the `kt·kh·kw` shifted views of the
-//! padded input (im2col): the same sum as a direct convolution, at matmul speed on backends whose
-//! direct convolution is a per-element loop (NdArray's conv3d, forward and backward).
+//! On NdArray, whose conv3d is a per-element loop (forward and backward), unit-stride
+//! convolutions run as one matrix product over the `kt·kh·kw` shifted views of the padded input
+//! (im2col): the same sum at matmul speed. Every other backend runs its own conv3d (Flex: tiled
+//! im2col + GEMM, 1.8× faster than the shifted views there for a codec training step; the Cube
+//! backends: their conv kernels).
 
 use super::cache::CacheSlot;
 use burn::config::Config;
@@ -80,7 +82,7 @@ impl<B: Backend> CausalConv3d<B> {
 
     fn conv(&self, x: Tensor<B, 5>, time_pad: usize) -> Tensor<B, 5> {
         let [_, ph, pw] = self.padding;
-        if self.stride != [1, 1, 1] {
+        if self.stride != [1, 1, 1] || !conv3d_is_a_loop::<B>(&x.device()) {
             // Burn's conv3d pads symmetrically only: the past-side time padding is explicit.
             let x = x.pad([(time_pad, 0), (0, 0), (0, 0)], PadMode::Constant(0.0));
             let options = ConvOptions::new(self.stride, [0, ph, pw], [1, 1, 1], 1);
@@ -105,4 +107,10 @@ impl<B: Backend> CausalConv3d<B> {
         let y = weight.matmul(columns) + self.bias.val().reshape([1, out, 1]);
         y.reshape([batch, out, to, ho, wo])
     }
+}
+
+/// Whether `B`'s own conv3d is NdArray's per-element loop (also under `Autodiff`), where the
+/// shifted-view matmul is faster.
+fn conv3d_is_a_loop<B: Backend>(device: &B::Device) -> bool {
+    B::name(device).contains("ndarray")
 }

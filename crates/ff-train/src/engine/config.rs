@@ -46,6 +46,10 @@ pub struct TrainConfig {
     /// Steps of linear warm-up: step s (1-based) uses `lr · min(1, s / warmup_steps)`.
     #[config(default = 100)]
     pub warmup_steps: usize,
+    /// Learning rate at the last step as a fraction of `lr`, reached by a cosine decay that starts
+    /// after the warm-up; 1 (the paper's setting) keeps the rate constant.
+    #[config(default = 1.0)]
+    pub final_lr_ratio: f64,
     /// AdamW first-moment decay (the paper uses 0: no momentum).
     #[config(default = 0.0)]
     pub beta_1: f64,
@@ -89,10 +93,16 @@ pub struct TrainConfig {
 impl TrainConfig {
     /// Learning rate of optimizer step `step` (1-based).
     pub fn lr_at(&self, step: usize) -> f64 {
-        if self.warmup_steps == 0 {
+        if step < self.warmup_steps {
+            return self.lr * step as f64 / self.warmup_steps as f64;
+        }
+        let span = self.steps.saturating_sub(self.warmup_steps);
+        if span == 0 {
             return self.lr;
         }
-        self.lr * (step as f64 / self.warmup_steps as f64).min(1.0)
+        let progress = (step - self.warmup_steps) as f64 / span as f64;
+        let cosine = 0.5 * (1.0 + (std::f64::consts::PI * progress.min(1.0)).cos());
+        self.lr * (self.final_lr_ratio + (1.0 - self.final_lr_ratio) * cosine)
     }
 
     pub fn lora(&self) -> LoraConfig {
@@ -121,6 +131,9 @@ impl TrainConfig {
         if !(0.0..=1.0).contains(&self.ema_decay) {
             return bad(format!("ema_decay {} must lie in [0, 1]", self.ema_decay));
         }
+        if !(0.0..=1.0).contains(&self.final_lr_ratio) {
+            return bad(format!("final_lr_ratio {} must lie in [0, 1]", self.final_lr_ratio));
+        }
         if self.lr < 0.0 || self.weight_decay < 0.0 || self.epsilon <= 0.0 || self.clip_norm <= 0.0 {
             return bad("lr and weight_decay must be ≥ 0, epsilon and clip_norm > 0".into());
         }
@@ -141,6 +154,18 @@ mod tests {
         let lrs: Vec<f64> = (1..=6).map(|s| c.lr_at(s)).collect();
         assert_eq!(lrs, vec![2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3]);
         assert_eq!(c.with_warmup_steps(0).lr_at(1), 1e-3);
+    }
+
+    #[test]
+    fn cosine_decay_runs_from_the_end_of_warm_up_to_the_final_ratio() {
+        let c = TrainConfig::new().with_lr(1e-3).with_warmup_steps(2).with_steps(6).with_final_lr_ratio(0.1);
+        let lrs: Vec<f64> = (1..=6).map(|s| c.lr_at(s)).collect();
+        // Steps 2..=6 span the half-period: cos(0), cos(π/4), cos(π/2), cos(3π/4), cos(π).
+        let expected = [5e-4, 1e-3, 1e-4 + 9e-4 * (0.5 + 0.25 * 2f64.sqrt()), 5.5e-4, 1e-4 + 9e-4 * (0.5 - 0.25 * 2f64.sqrt()), 1e-4];
+        for (got, want) in lrs.iter().zip(expected) {
+            assert!((got - want).abs() < 1e-15, "{lrs:?}");
+        }
+        assert!(c.with_final_lr_ratio(1.5).validate().is_err());
     }
 
     #[test]
