@@ -6,11 +6,13 @@
 //!   disjoint range).
 //! * [`loss`]: reconstruction (mean absolute plus mean squared error) and the KL divergence of
 //!   the diagonal Gaussian posterior from N(0, I).
+//! * [`with_initial_logvar`]: a narrow initial posterior, so the first steps' latents carry signal.
 //! * [`VaeObjective`]: encode → reparameterised sample → decode (unclamped) → weighted loss.
 //! * [`eval`]: PSNR of the full and the streaming decode of a clip.
 
 pub mod data;
 pub mod eval;
+mod init;
 pub mod loss;
 mod objective;
 #[cfg(test)]
@@ -18,4 +20,5 @@ mod tests;
 
 pub use data::{VideoClip, WorldClips, WorldClipsConfig};
 pub use eval::{Reconstruction, psnr, reconstruct};
+pub use init::with_initial_logvar;
 pub use objective::{VaeObjective, VaeObjectiveConfig};

@@ -3,7 +3,7 @@
 //! the procedural domain renders on the fly (`ff_train::vae`): no dataset on disk, every step
 //! sees fresh scenes and time windows. Same conventions as `train sft`: flags override the config
 //! file, `[train]` holds the engine's keys and `[vae]` the codec's (`model`, `clips`, `loss`,
-//! `stats_clips`), checkpoints every `checkpoint_every` steps, Ctrl-C checkpoints and exits 130,
+//! `stats_clips`, `initial_logvar`), checkpoints every `checkpoint_every` steps, Ctrl-C checkpoints and exits 130,
 //! `--resume` continues from the newest checkpoint. A finished run exports its EMA weights to
 //! `RUN/vae/` (`config.json` with the measured latent mean/std, and
 //! `diffusion_pytorch_model.safetensors`), the layout `generate --vae` and `encode-videos` read.
@@ -20,7 +20,7 @@ use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_train::checkpoint::{restore_module, save_module};
 use ff_train::data::ClipSource;
 use ff_train::engine::{StepReport, TrainConfig, Trainable, Trainer};
-use ff_train::vae::{VaeObjective, VaeObjectiveConfig, WorldClips, WorldClipsConfig};
+use ff_train::vae::{VaeObjective, VaeObjectiveConfig, WorldClips, WorldClipsConfig, with_initial_logvar};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -39,11 +39,15 @@ pub struct VaeSection {
     pub loss: VaeObjectiveConfig,
     /// Held-out clips whose latents give the exported `latents_mean` / `latents_std`.
     pub stats_clips: usize,
+    /// Initial bias of the posterior's log-variance channels (`ff_train::vae::with_initial_logvar`);
+    /// 0 leaves the random initialisation's σ ≈ 1.
+    #[serde(default)]
+    pub initial_logvar: f64,
 }
 
 impl Default for VaeSection {
     fn default() -> Self {
-        Self { model: WanVaeConfig::tiny_world(), clips: WorldClipsConfig::new(), loss: VaeObjectiveConfig::new(), stats_clips: 32 }
+        Self { model: WanVaeConfig::tiny_world(), clips: WorldClipsConfig::new(), loss: VaeObjectiveConfig::new(), stats_clips: 32, initial_logvar: -6.0 }
     }
 }
 
@@ -103,7 +107,7 @@ impl BackendTask for TrainVae {
         let TrainVae { config, out, resume, objective, clips } = self;
         let section = &config.objective;
         Autodiff::<B>::seed(&devices[0], config.train.seed);
-        let model = section.model.init::<Autodiff<B>>(&devices[0]);
+        let model = with_initial_logvar(section.model.init::<Autodiff<B>>(&devices[0]), section.initial_logvar);
         let described = serde_json::to_value(&section.model)?;
         let mut trainer = Trainer::for_module(config.train.clone(), model, devices, clips.len())?;
         if let Some(dir) = &resume {
