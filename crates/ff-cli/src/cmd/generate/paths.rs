@@ -133,7 +133,7 @@ impl FileFlags {
             },
             (None, Fallback::Default(dir)) => (
                 format!("the default model {} (no --model-dir given)", dir.display()),
-                if dir.is_dir() { scan(dir) } else { Found::default() },
+                scan_diffusers(dir),
                 format!(
                     "\nthe default model is the small world's FlashForward student: train it with \
                      scripts/train-default.sh, or point ${MODEL_DIR_ENV} at a copy; for Wan2.1 pass \
@@ -189,19 +189,10 @@ pub fn dit_files(dir: &Path) -> Result<(PathBuf, PathBuf)> {
 
 /// The files `dir` holds in the diffusers layout (when it has `transformer/`) or the original one.
 fn scan(dir: &Path) -> Found {
-    let file = |rel: &str| Some(dir.join(rel)).filter(|p| p.is_file());
     if dir.join("transformer").is_dir() {
-        let sub = |name: &str| Some(dir.join(name)).filter(|p| p.is_dir());
-        return Found {
-            dit: sub("transformer"),
-            dit_config: file("transformer/config.json"),
-            vae: file("vae/diffusion_pytorch_model.safetensors"),
-            vae_config: file("vae/config.json"),
-            text_encoder: sub("text_encoder"),
-            text_encoder_config: file("text_encoder/config.json"),
-            tokenizer: file("tokenizer/tokenizer.json"),
-        };
+        return scan_diffusers(dir);
     }
+    let file = |rel: &str| Some(dir.join(rel)).filter(|p| p.is_file());
     Found {
         dit: file("diffusion_pytorch_model.safetensors.index.json").or_else(|| file("diffusion_pytorch_model.safetensors")),
         dit_config: file("config.json"),
@@ -210,6 +201,21 @@ fn scan(dir: &Path) -> Found {
         text_encoder: file("models_t5_umt5-xxl-enc-bf16.pth"),
         text_encoder_config: None,
         tokenizer: file("google/umt5-xxl/tokenizer.json"),
+    }
+}
+
+/// The files `dir` holds in the diffusers layout.
+fn scan_diffusers(dir: &Path) -> Found {
+    let file = |rel: &str| Some(dir.join(rel)).filter(|p| p.is_file());
+    let sub = |name: &str| Some(dir.join(name)).filter(|p| p.is_dir());
+    Found {
+        dit: sub("transformer"),
+        dit_config: file("transformer/config.json"),
+        vae: file("vae/diffusion_pytorch_model.safetensors"),
+        vae_config: file("vae/config.json"),
+        text_encoder: sub("text_encoder"),
+        text_encoder_config: file("text_encoder/config.json"),
+        tokenizer: file("tokenizer/tokenizer.json"),
     }
 }
 
@@ -396,9 +402,10 @@ mod tests {
         wan.touch(&ORIGINAL);
         assert_eq!(dir_flags(&wan.0).resolve(Fallback::Default(&world.0)).unwrap().dit, wan.0.join(ORIGINAL[0]), "--model-dir wins");
         let untrained = Scratch::new("default-untrained");
-        untrained.touch(&["vae/config.json", "tokenizer/tokenizer.json"]);
+        untrained.touch(&DIFFUSERS[3..]);
         let err = FileFlags::default().resolve(Fallback::Default(&untrained.0)).unwrap_err().to_string();
         assert!(err.contains("dit: not found in the default model"), "{err}");
+        assert!(!err.contains("vae:") && !err.contains("tokenizer:"), "the default model's other files are there: {err}");
         for hint in ["scripts/train-default.sh", "FF_MODEL_DIR", "--model-dir DIR or --hub"] {
             assert!(err.contains(hint), "{hint}: {err}");
         }
