@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Trains the small world from scratch on the CPU, stage by stage:
-#   codec -> text encoder/tokenizer -> latent shards -> teacher -> eval.
+#   codec -> text encoder/tokenizer -> latent shards -> teacher (MODEL/teacher/) -> eval.
+# The default model's student is trained from the teacher afterwards by scripts/train-default.sh.
 # Resumable: a stage whose final output exists is skipped; a stage that was interrupted resumes
 # from its last checkpoint (train --resume) or last complete shard (world-latents). Each stage
 # prints its wall time. The shipped model is MODEL (default models/world); runs, checkpoints and
@@ -50,11 +51,11 @@ teacher() {
     ls -d "$RUNS/teacher"/step-* >/dev/null 2>&1 && resume=(--resume)
     $NICE "$BIN" train teacher --model-dir "$MODEL" --data "$RUNS/latents" --out "$RUNS/teacher" \
         --steps "$TEACHER_STEPS" --seed 0 "${resume[@]}"
-    rm -rf "$MODEL/transformer.tmp"
-    cp -r "$RUNS/teacher/transformer" "$MODEL/transformer.tmp"
-    mv "$MODEL/transformer.tmp" "$MODEL/transformer"
+    rm -rf "$MODEL/teacher.tmp"
+    cp -r "$RUNS/teacher/transformer" "$MODEL/teacher.tmp"
+    mv "$MODEL/teacher.tmp" "$MODEL/teacher"
 }
-stage teacher "$MODEL/transformer/diffusion_pytorch_model.safetensors" teacher
+stage teacher "$MODEL/teacher/diffusion_pytorch_model.safetensors" teacher
 
 # 5. Eval: 50-step CFG samples of held-out prompts (scene seed 7, disjoint from the training
 #    scenes' dataset seed 1; noise seeds 1000+), 5 s each, scored by the detector.
@@ -66,7 +67,8 @@ evaluate() {
     local i=0 videos=()
     while IFS= read -r prompt; do
         local out="$dir/sample_$(printf %02d $i).mp4"
-        [ -e "$out" ] || $NICE "$BIN" generate --model-dir "$MODEL" --prompt "$prompt" --seconds 5 --height 64 --width 64 \
+        [ -e "$out" ] || $NICE "$BIN" generate --model-dir "$MODEL" --dit "$MODEL/teacher" --dit-config "$MODEL/teacher/config.json" \
+            --prompt "$prompt" --seconds 5 --height 64 --width 64 \
             --schedule bidirectional --steps "$EVAL_STEPS" --guidance "$GUIDANCE" --seed $((1000 + i)) --out "$out"
         videos+=("$out"); i=$((i + 1))
     done < "$dir/prompts.txt"

@@ -187,9 +187,10 @@ pub fn dit_files(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     }
 }
 
-/// The files `dir` holds in the diffusers layout (when it has `transformer/`) or the original one.
+/// The files `dir` holds in the diffusers layout (when it has `transformer/` or `vae/`, e.g. the
+/// small world's folder before its student is trained) or the original one.
 fn scan(dir: &Path) -> Found {
-    if dir.join("transformer").is_dir() {
+    if dir.join("transformer").is_dir() || dir.join("vae").is_dir() {
         return scan_diffusers(dir);
     }
     let file = |rel: &str| Some(dir.join(rel)).filter(|p| p.is_file());
@@ -345,6 +346,15 @@ mod tests {
         assert_eq!(files.text_encoder, d.join("text_encoder"));
         assert_eq!(files.text_encoder_config, Some(d.join("text_encoder/config.json")));
         assert_eq!(files.tokenizer, d.join("tokenizer/tokenizer.json"));
+    }
+
+    #[test]
+    fn a_diffusers_directory_without_a_transformer_gives_its_other_files() {
+        let s = Scratch::new("no-transformer");
+        s.touch(&DIFFUSERS[3..]).touch(&["teacher/config.json", "teacher/diffusion_pytorch_model.safetensors"]);
+        let flags = FileFlags { dit: Some(s.0.join("teacher")), dit_config: Some(s.0.join("teacher/config.json")), ..dir_flags(&s.0) };
+        let files = flags.resolve(Fallback::Hub(None)).unwrap();
+        assert_eq!((files.vae, files.dit), (s.0.join("vae/diffusion_pytorch_model.safetensors"), s.0.join("teacher")));
     }
 
     #[test]
