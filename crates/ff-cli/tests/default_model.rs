@@ -78,7 +78,8 @@ fn prompts_outside_the_small_world_are_refused_with_what_the_model_knows() {
     let err = stderr(&output);
     assert!(!output.status.success() && !out.exists(), "{err}");
     assert!(err.contains("unknown words 'dragon', 'flies'"), "{err}");
-    for known in ["shapes: circle, square, triangle", "colours: red, green", "backgrounds: black, white, gray, dark blue", "motions: moves left"]
+    for known in
+        ["shapes: circle, square, triangle", "colours: red, green", "backgrounds: black, white, gray, dark blue", "motions: moves left"]
     {
         assert!(err.contains(known), "the error lists {known:?}: {err}");
     }

@@ -267,7 +267,8 @@ fn help_documents_seed_width_ttff_and_the_model_rule() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{help}");
     let model_rule = ["without model flags, the default model", "models/world/", "$FF_MODEL_DIR", "--hub", "Wan2.1: --model-dir DIR"];
-    for text in ["Seed of the initial", "Frame width in pixels", "TTFF (time to first frames)", "status 130"].into_iter().chain(model_rule) {
+    for text in ["Seed of the initial", "Frame width in pixels", "TTFF (time to first frames)", "status 130"].into_iter().chain(model_rule)
+    {
         assert!(help.contains(text), "generate --help lacks {text:?}:\n{help}");
     }
 }

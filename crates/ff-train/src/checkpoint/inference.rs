@@ -64,7 +64,10 @@ pub fn exported_roles(path: &Path) -> Result<Option<[PathBuf; 2]>> {
 /// (each file atomically); `model` must have roles.
 pub fn export_roles<B: AttentionBackend>(model: &WanDit<B>, dir: &Path) -> Result<()> {
     if model.role_embedding.is_none() {
-        return Err(TrainError::Checkpoint { path: dir.to_path_buf(), message: "the model to export has no planner/renderer roles".into() });
+        return Err(TrainError::Checkpoint {
+            path: dir.to_path_buf(),
+            message: "the model to export has no planner/renderer roles".into(),
+        });
     }
     for (role, folder) in ROLE_FOLDERS {
         let folder = dir.join(folder);

@@ -5,9 +5,9 @@
 use anyhow::Result;
 use ff_model::text::PromptEncoderFiles;
 use ff_sched::exec::Placement;
-use ff_sched::{ContractConfig, Graph, ScheduleKind};
 use ff_sched::exec::waves;
 use ff_sched::schedule::NodeId;
+use ff_sched::{ContractConfig, Graph, ScheduleKind};
 
 use super::Args;
 use super::configs::Configs;
