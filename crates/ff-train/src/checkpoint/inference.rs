@@ -28,8 +28,8 @@ pub const ROLE_WEIGHTS: &str = "diffusion_pytorch_model.safetensors";
 /// A DiT ready to serve: one model (plain, or with roles the runner merges), or an exported
 /// student's two merged role models.
 pub enum ServedDit<B: AttentionBackend> {
-    One(WanDit<B>),
-    Roles { planner: WanDit<B>, renderer: WanDit<B> },
+    One(Box<WanDit<B>>),
+    Roles { planner: Box<WanDit<B>>, renderer: Box<WanDit<B>> },
 }
 
 /// The DiT at `path` on `device`: an exported student folder (see the module docs), or anything
@@ -37,9 +37,10 @@ pub enum ServedDit<B: AttentionBackend> {
 pub fn load_served<B: AttentionBackend>(config: &DitConfig, path: &Path, device: &B::Device) -> Result<ServedDit<B>> {
     match exported_roles(path)? {
         Some([planner, renderer]) => {
-            Ok(ServedDit::Roles { planner: WanDit::load(config, planner, device)?, renderer: WanDit::load(config, renderer, device)? })
+            let load = |path: PathBuf| WanDit::load(config, path, device).map(Box::new);
+            Ok(ServedDit::Roles { planner: load(planner)?, renderer: load(renderer)? })
         }
-        None => Ok(ServedDit::One(load_dit(config, path, device)?)),
+        None => Ok(ServedDit::One(Box::new(load_dit(config, path, device)?))),
     }
 }
 

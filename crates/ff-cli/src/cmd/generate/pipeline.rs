@@ -73,7 +73,7 @@ fn load_models<B: AttentionBackend>(job: &Job, text: &PromptEmbedding, device: &
     let contract = &job.graph.contract;
     let runner = match dit {
         ServedDit::One(dit) => DitRunner::new(&dit, context, contract, noise),
-        ServedDit::Roles { planner, renderer } => DitRunner::from_role_models(planner, renderer, context, contract, noise),
+        ServedDit::Roles { planner, renderer } => DitRunner::from_role_models(*planner, *renderer, context, contract, noise),
     };
     let vae =
         WanVae::<B>::load(job.vae, job.vae_config, device).with_context(|| format!("cannot load the VAE from {}", job.vae.display()))?;
