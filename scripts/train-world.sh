@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Trains the small world from scratch on the CPU, stage by stage:
-#   codec -> text encoder/tokenizer -> latent shards -> teacher -> eval.
-# The teacher goes to MODEL/teacher (a plain bidirectional DiT, the real score of Phase 2);
-# MODEL/transformer is left to the FlashForward student (scripts/train-default.sh).
+#   codec -> text encoder/tokenizer -> latent shards -> teacher (MODEL/teacher/) -> eval.
+# The default model's student is trained from the teacher afterwards by scripts/train-default.sh.
 # Resumable: a stage whose final output exists is skipped; a stage that was interrupted resumes
 # from its last checkpoint (train --resume) or last complete shard (world-latents). Each stage
 # prints its wall time. The shipped model is MODEL (default models/world); runs, checkpoints and

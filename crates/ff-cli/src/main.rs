@@ -23,7 +23,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Generate a video from a prompt.
-    #[command(after_help = "Timings printed at the end: denoising path = first denoising forward to the final latents \
+    #[command(after_help = "Model: without model flags, the default model is read: the small world's FlashForward \
+                            student in the repository's models/world/ (or $FF_MODEL_DIR), 64×64 px at 16 FPS, its \
+                            stage count, seed 0; its prompts use the small world's words (shapes, colours, \
+                            backgrounds, motions). Wan2.1: --model-dir DIR (original or diffusers layout), or --hub \
+                            to search the Hugging Face cache; single files with --dit, --vae, ... override either.\n\
+                            Timings printed at the end: denoising path = first denoising forward to the final latents \
                             (no text encoding, no VAE); TTFF (time to first frames) = from the first forward until the \
                             first decoded frames are on disk; total with VAE = until the last ones are.\n\
                             Ctrl-C stops after the chunk being decoded, leaves a playable video of the finished frames \

@@ -248,11 +248,11 @@ fn refuses_bad_requests_with_clear_errors() {
     assert!(err.contains("vae: not found") && err.contains("vae/diffusion_pytorch_model.safetensors"), "{err}");
     let err = fails(&base(&["--vae", "/nonexistent/vae.pth"]));
     assert!(err.contains("vae: /nonexistent/vae.pth does not exist"), "{err}");
-    // Without a model directory or a cached snapshot: one hint naming the repositories once.
+    // --hub without a cached snapshot: one hint naming the repositories once.
     let out = m.out.join("x.mp4");
     let empty_hub = m.out.join("hub");
     let out = Command::new(env!("CARGO_BIN_EXE_flashforward"))
-        .args(["generate", "--prompt", PROMPT, "--latents", "4", "--out", out.to_str().unwrap()])
+        .args(["generate", "--hub", "--prompt", PROMPT, "--latents", "4", "--out", out.to_str().unwrap()])
         .env("HF_HUB_CACHE", &empty_hub)
         .output()
         .unwrap();
@@ -262,11 +262,13 @@ fn refuses_bad_requests_with_clear_errors() {
 }
 
 #[test]
-fn help_documents_seed_width_and_ttff() {
+fn help_documents_seed_width_ttff_and_the_model_rule() {
     let out = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(["generate", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{help}");
-    for text in ["Seed of the initial", "Frame width in pixels", "TTFF (time to first frames)", "status 130"] {
+    let model_rule = ["without model flags, the default model", "models/world/", "$FF_MODEL_DIR", "--hub", "Wan2.1: --model-dir DIR"];
+    for text in ["Seed of the initial", "Frame width in pixels", "TTFF (time to first frames)", "status 130"].into_iter().chain(model_rule)
+    {
         assert!(help.contains(text), "generate --help lacks {text:?}:\n{help}");
     }
 }

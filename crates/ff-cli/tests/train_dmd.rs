@@ -1,6 +1,7 @@
 //! `flashforward train dmd` end to end on the CPU with tiny models: a Phase 1 run (`train sft`,
 //! one step) → `train dmd` (two generator steps, each with one critic step) → the run's
-//! checkpoint, which `generate --dit RUN` loads. The teacher's files are never written.
+//! checkpoint, which `generate --dit RUN` loads, and its export `RUN/transformer/`, which draws
+//! the same frames. The teacher's files are never written.
 //! Latents are 2×2 (16×16 px): one token per frame.
 
 use std::fs;
@@ -145,4 +146,32 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
         &path(&video),
     ]);
     assert!(fs::read_dir(&video).unwrap().count() > 0, "no frames written");
+
+    // The run exported its student as merged roles with its manifest; generate reads the export
+    // at the manifest's defaults (2 stages, 16×16 px, here the same graph as `--stages 2` over
+    // one latent) and draws the frames the run's roles draw.
+    let export = phase2.join("transformer");
+    for file in ["config.json", "planner/diffusion_pytorch_model.safetensors", "renderer/diffusion_pytorch_model.safetensors"] {
+        assert!(export.join(file).is_file(), "{file} missing from the export");
+    }
+    let manifest: serde_json::Value = serde_json::from_str(&fs::read_to_string(export.join("flashforward.json")).unwrap()).unwrap();
+    assert_eq!((manifest["contract"]["stages"].as_u64(), manifest["contract"]["planner_context"].as_u64()), (Some(2), Some(4)));
+    assert_eq!((manifest["frame_size"].clone(), manifest["vocabulary"].as_str()), (serde_json::json!([16, 16]), Some("open")));
+    let frames = |dit: &Path, extra: &[&str], out: &str| {
+        let out = root.join(out);
+        let dit_config = dit.join("config.json");
+        let dit_config = if dit_config.is_file() { dit_config } else { model.join("transformer/config.json") };
+        let mut args = vec!["generate", "--model-dir", model.to_str().unwrap(), "--dit", dit.to_str().unwrap()];
+        args.extend(["--dit-config", dit_config.to_str().unwrap(), "--prompt", "a red fox", "--latents", "1", "--seed", "1"]);
+        args.extend(extra);
+        args.extend(["--out", out.to_str().unwrap()]);
+        let log = ok(&args);
+        let mut names: Vec<PathBuf> = fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).collect();
+        names.sort();
+        (log, names.iter().map(|p| fs::read(p).unwrap()).collect::<Vec<_>>())
+    };
+    let (log, exported) = frames(&export, &[], "exported/");
+    assert!(log.contains("16x16 px") && log.contains("S = 2"), "the manifest's defaults: {log}");
+    let (_, from_run) = frames(&phase2, &["--stages", "2", "--height", "16", "--width", "16"], "from-run/");
+    assert!(!exported.is_empty() && exported == from_run, "the export draws the run's frames");
 }

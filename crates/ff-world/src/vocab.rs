@@ -238,9 +238,26 @@ pub fn caption_words() -> Vec<&'static str> {
     out
 }
 
+/// The words of `text` outside [`caption_words`], lower case, each once, in order.
+pub fn unknown_words(text: &str) -> Vec<String> {
+    let known = caption_words();
+    let mut out: Vec<String> = Vec::new();
+    for w in lowered(text).split_whitespace() {
+        if !known.contains(&w) && !out.iter().any(|o| o == w) {
+            out.push(w.to_string());
+        }
+    }
+    out
+}
+
+/// `text` in lower case with punctuation turned into spaces.
+fn lowered(text: &str) -> String {
+    text.to_lowercase().replace(['.', ',', '!', ';'], " ")
+}
+
 /// Canonical words of a caption: lower case, synonyms mapped, fillers dropped.
 fn words(text: &str) -> Vec<String> {
-    let lower = text.to_lowercase().replace(['.', ',', '!', ';'], " ");
+    let lower = lowered(text);
     let lower = lower.replace("dark blue", "darkblue").replace("navy blue", "darkblue");
     lower
         .split_whitespace()
@@ -272,9 +289,16 @@ fn direction_of(w: &str) -> Option<Motion> {
 }
 
 impl Prompt {
-    /// Parses a caption of the domain; anything outside the vocabulary is an error that lists it.
+    /// Parses a caption of the domain; anything outside the vocabulary is an error that lists it
+    /// (every unknown word first, then what is missing or misplaced).
     pub fn parse(text: &str) -> Result<Self> {
         let fail = |message: String| WorldError::Prompt { prompt: text.to_string(), message, vocabulary: vocabulary() };
+        let unknown = unknown_words(text);
+        if !unknown.is_empty() {
+            let quoted: Vec<String> = unknown.iter().map(|w| format!("'{w}'")).collect();
+            let plural = if unknown.len() > 1 { "s" } else { "" };
+            return Err(fail(format!("unknown word{plural} {}", quoted.join(", "))));
+        }
         let w = words(text);
         let (scene_words, background_words) = match w.iter().position(|x| x == "on") {
             Some(i) => (&w[..i], &w[i + 1..]),
@@ -361,6 +385,9 @@ mod tests {
         let e = Prompt::parse("a red circle dances on a black background").unwrap_err().to_string();
         assert!(e.contains("motion"), "{e}");
         let e = Prompt::parse("a red shiny circle bounces").unwrap_err().to_string();
-        assert!(e.contains("'shiny'"), "{e}");
+        assert!(e.contains("unknown word 'shiny'"), "{e}");
+        let e = Prompt::parse("A purple dragon flies, a purple dragon!").unwrap_err().to_string();
+        assert!(e.contains("unknown words 'dragon', 'flies'.") && e.contains("motions: moves left"), "{e}");
+        assert_eq!(unknown_words("a red circle bounces on a dark blue gradient background"), Vec::<String>::new());
     }
 }

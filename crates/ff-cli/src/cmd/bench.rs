@@ -232,9 +232,10 @@ fn print(args: &Args, [lh, lw]: [usize; 2], rows: &[Row]) {
         return;
     }
     let c = &args.contract;
+    let stages = c.contract().map_or(0, |contract| contract.stages());
     println!(
         "config {} (random weights, seed {}), L = {}, S = {}, {}×{} px (latent {lh}×{lw}), {} untimed warm-up run(s) per row",
-        args.config, args.seed, c.latents, c.knobs.stages, args.height, args.width, args.warmup
+        args.config, args.seed, c.latents, stages, args.height, args.width, args.warmup
     );
     println!(
         "| schedule | executor | workers | forwards | wall s | ratio to FF | TTFF s | slowest worker busy s | worst worker K/V KiB | K/V per device KiB |"

@@ -23,7 +23,7 @@ use ff_train::data::shards::Encoders;
 use ff_train::data::{CaptionedVideo, LatentClip, ShardWriter, read_captions};
 
 use super::generate::configs::Configs;
-use super::generate::paths::{FileFlags, hub_cache_dir};
+use super::generate::paths::{Fallback, FileFlags, hub_cache_dir};
 use crate::backend::{BackendTask, CpuBackend, DeviceSpec, Precision, cpu_device, dispatch};
 use crate::video::{FPS, Frame, FrameCount, Mp4Input};
 
@@ -77,7 +77,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let length = FrameCount::from_latents(args.latents)?;
     let captioned = read_captions(&args.captions, &args.videos)?;
-    let files = args.files.resolve(hub_cache_dir(|k| std::env::var(k).ok()).as_deref())?;
+    let files = args.files.resolve(Fallback::Hub(hub_cache_dir(|k| std::env::var(k).ok()).as_deref()))?;
     let configs = Configs::read(&files)?;
     configs.latent_size(args.height, args.width)?;
     configs.check_latents(args.latents)?;

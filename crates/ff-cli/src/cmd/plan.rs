@@ -11,21 +11,21 @@ use std::process::ExitCode;
 /// length, which each command takes its own way).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ContractKnobs {
-    /// Denoising stages S.
-    #[arg(long, default_value_t = 4)]
-    pub stages: usize,
-    /// Anchor stride Δ in latents.
-    #[arg(long, default_value_t = 10)]
-    pub anchor_stride: usize,
-    /// Anchors per renderer window Γ (windows share an endpoint).
-    #[arg(long, default_value_t = 3)]
-    pub anchor_window: usize,
-    /// Stage-matched history H in chunks.
-    #[arg(long, default_value_t = 5)]
-    pub history: usize,
-    /// Renderer chunk size B_R in latents.
-    #[arg(long, default_value_t = 3)]
-    pub chunk: usize,
+    /// Denoising stages S [default: 4; generate: the student's].
+    #[arg(long)]
+    pub stages: Option<usize>,
+    /// Anchor stride Δ in latents [default: 10; generate: the student's].
+    #[arg(long)]
+    pub anchor_stride: Option<usize>,
+    /// Anchors per renderer window Γ (windows share an endpoint) [default: 3].
+    #[arg(long)]
+    pub anchor_window: Option<usize>,
+    /// Stage-matched history H in chunks [default: 5; generate: the student's].
+    #[arg(long)]
+    pub history: Option<usize>,
+    /// Renderer chunk size B_R in latents [default: 3; generate: the student's].
+    #[arg(long)]
+    pub chunk: Option<usize>,
     /// Disable the clean anchor bank (and the planner): ablation.
     #[arg(long)]
     pub no_anchors: bool,
@@ -35,15 +35,24 @@ pub struct ContractKnobs {
 }
 
 impl ContractKnobs {
-    /// The contract of a video of `latents` latent frames.
+    /// The contract of a video of `latents` latent frames (the paper's defaults where no flag
+    /// is given).
     pub fn contract(&self, latents: usize) -> anyhow::Result<Contract> {
-        let config = ContractConfig::new(latents)
-            .with_stages(self.stages)
-            .with_anchor_stride(self.anchor_stride)
-            .with_anchor_window(self.anchor_window)
-            .with_history(if self.no_history { 0 } else { self.history })
-            .with_chunk(self.chunk)
-            .with_use_anchors(!self.no_anchors);
+        self.contract_over(ContractConfig::new(latents))
+    }
+
+    /// The contract of `base` with the knobs given as flags applied over it.
+    pub fn contract_over(&self, base: ContractConfig) -> anyhow::Result<Contract> {
+        let history = if self.no_history { Some(0) } else { self.history };
+        let config = ContractConfig {
+            stages: self.stages.unwrap_or(base.stages),
+            anchor_stride: self.anchor_stride.unwrap_or(base.anchor_stride),
+            anchor_window: self.anchor_window.unwrap_or(base.anchor_window),
+            history: history.unwrap_or(base.history),
+            chunk: self.chunk.unwrap_or(base.chunk),
+            use_anchors: base.use_anchors && !self.no_anchors,
+            ..base
+        };
         Contract::new(config).map_err(|e| {
             anyhow::anyhow!("{e} (flags: --latents or --seconds, --stages, --anchor-stride, --anchor-window, --history, --chunk)")
         })

@@ -90,22 +90,32 @@ impl<B: AttentionBackend> DitRunner<B> {
     /// Runner for `model` with prompt embeddings `text` (`[1, text_tokens, text_dim]`), running
     /// both roles.
     pub fn new(model: &WanDit<B>, text: Tensor<B, 3>, contract: &Contract, noise: NoiseSpec) -> Self {
-        let role = |model: WanDit<B>| RoleModel { text: model.text_context(text.clone()), model };
-        let (planner, renderer, shared) = match model.role_embedding {
-            Some(_) => (role(model.merge(Role::Planner)), role(model.merge(Role::Renderer)), false),
+        match model.role_embedding {
+            Some(_) => Self::from_role_models(model.merge(Role::Planner), model.merge(Role::Renderer), text, contract, noise),
             None => {
-                let one = role(model.clone());
-                (one.clone(), one, true)
+                let one = RoleModel { text: model.text_context(text), model: model.clone() };
+                Self::with_models(one.clone(), one, true, contract, noise)
             }
-        };
+        }
+    }
+
+    /// Runner for a student served as two plain models (its roles merged ahead of time, e.g. an
+    /// exported student), running both roles.
+    pub fn from_role_models(planner: WanDit<B>, renderer: WanDit<B>, text: Tensor<B, 3>, contract: &Contract, noise: NoiseSpec) -> Self {
+        let role = |model: WanDit<B>| RoleModel { text: model.text_context(text.clone()), model };
+        Self::with_models(role(planner), role(renderer), false, contract, noise)
+    }
+
+    fn with_models(planner: RoleModel<B>, renderer: RoleModel<B>, shared: bool, contract: &Contract, noise: NoiseSpec) -> Self {
+        let (config, device) = (renderer.model.config().clone(), renderer.model.device());
         Self {
             planner: Some(planner),
             renderer: Some(renderer),
             shared,
             noise,
             sigmas: (0..=contract.stages()).map(|l| contract.sigma(l)).collect(),
-            windows: Windows::new(contract, model.config(), noise.height, noise.width, &model.device()),
-            device: model.device(),
+            windows: Windows::new(contract, &config, noise.height, noise.width, &device),
+            device,
         }
     }
 

@@ -27,7 +27,7 @@ mod module;
 mod tests;
 
 pub use files::{read_tensors, write_tensors};
-pub use inference::{load_dit, merged_weights};
+pub use inference::{ROLE_FOLDERS, ROLE_WEIGHTS, ServedDit, export_roles, exported_roles, load_dit, load_served, merged_weights};
 pub use module::{ModuleCheckpointState, load_module_ema, read_module_state, restore_module, save_module};
 
 use crate::data::{Cursor, Sampler};

@@ -3,7 +3,8 @@
 //! `ff_model::flow::EulerSampler` (no re-noising between steps, unlike `--stages`, the few-step
 //! students' stages), each step guided against the empty prompt with `ff_model::flow::cfg`: two
 //! forwards per step (unconditional, conditional), one when `G = 1` (no guidance). The clean
-//! latents are then decoded in one call of the streaming VAE decoder.
+//! latents are then decoded in one call of the streaming VAE decoder. A model with roles samples
+//! with its renderer.
 
 use anyhow::{Context, Result};
 use burn::tensor::{Distribution, Tensor};
@@ -12,6 +13,7 @@ use ff_model::flow::{EulerSampler, cfg};
 use ff_model::text::PromptEmbedding;
 use ff_model::vae::WanVae;
 use ff_model::{AttentionBackend, Role, WanDit};
+use ff_train::checkpoint::ServedDit;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -71,9 +73,13 @@ pub fn sample<B: AttentionBackend>(
 pub fn generate<B: AttentionBackend>(run: &Guided, device: &B::Device, mut sink: VideoSink) -> Result<Outcome> {
     let job = run.job;
     let start = Instant::now();
-    let dit = ff_train::checkpoint::load_dit::<B>(job.dit_config, job.dit, device)
+    let dit = ff_train::checkpoint::load_served::<B>(job.dit_config, job.dit, device)
         .with_context(|| format!("cannot load the DiT from {}", job.dit.display()))?;
-    let dit = if dit.role_embedding.is_some() { dit.merge(Role::Renderer) } else { dit };
+    let dit = match dit {
+        ServedDit::One(dit) if dit.role_embedding.is_some() => dit.merge(Role::Renderer),
+        ServedDit::One(dit) => *dit,
+        ServedDit::Roles { renderer, .. } => *renderer,
+    };
     let vae =
         WanVae::<B>::load(job.vae, job.vae_config, device).with_context(|| format!("cannot load the VAE from {}", job.vae.display()))?;
     let context = |p: &PromptEmbedding| -> Result<TextContext<B>> {

@@ -6,6 +6,12 @@
 //! prompt cache) and drop the encoder; then load the DiT and the VAE on the devices, run the
 //! schedule's graph on the executor, and stream finished chunks through the VAE into the video
 //! (see [`pipeline`]).
+//!
+//! Which model: `--model-dir DIR` (Wan2.1 in either layout, or any directory in the diffusers
+//! layout), `--hub` (Wan2.1 from the Hugging Face cache), else the default model: the small
+//! world's FlashForward student shipped in `models/world/` ([`paths::default_model_dir`]). A
+//! student exported with its [`student`] manifest sets the defaults of `--stages` and the
+//! contract knobs, `--height` / `--width`, and refuses prompts outside its vocabulary.
 
 pub(crate) mod configs;
 mod devices;
@@ -16,6 +22,7 @@ mod pipeline;
 mod plan;
 mod prompt;
 mod stream;
+pub(crate) mod student;
 
 use ff_model::AttentionBackend;
 use std::path::PathBuf;
@@ -78,14 +85,19 @@ pub struct Args {
     /// Output: .mp4, .gif, .png (numbered frames) or a directory of PNG frames.
     #[arg(long)]
     out: PathBuf,
-    /// Frame height in pixels (a multiple of 16 for Wan2.1: VAE factor 8 × DiT patch 2).
-    #[arg(long, default_value_t = 480)]
-    height: usize,
-    /// Frame width in pixels (a multiple of 16, like --height).
-    #[arg(long, default_value_t = 832)]
-    width: usize,
+    /// Frame height in pixels (a multiple of 16 for Wan2.1: VAE factor 8 × DiT patch 2)
+    /// [default: the student's (64 for the default model), else 480].
+    #[arg(long)]
+    height: Option<usize>,
+    /// Frame width in pixels (a multiple of 16, like --height) [default: the student's (64 for
+    /// the default model), else 832].
+    #[arg(long)]
+    width: Option<usize>,
     #[command(flatten)]
     files: FileFlags,
+    /// Wan2.1 from the Hugging Face hub cache instead of the default model (without --model-dir).
+    #[arg(long, conflicts_with = "model_dir")]
+    hub: bool,
     /// Prompt embedding cache (safetensors); a hit skips loading the text encoder.
     #[arg(long)]
     prompt_cache: Option<PathBuf>,
@@ -118,9 +130,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     match args.steps {
         Some(steps) => eprintln!(
             "{} latents ({} frames), {}x{} px, bidirectional teacher sampler: {steps} Euler steps, guidance {}",
-            plan.length.latents, plan.length.frames, args.width, args.height, args.guidance
+            plan.length.latents, plan.length.frames, plan.frame[1], plan.frame[0], args.guidance
         ),
-        None => eprintln!("{}", plan.describe(&args)),
+        None => eprintln!("{}", plan.describe(args.schedule)),
     }
     let text_start = Instant::now();
     let (embedding, source) = prompt::embed(&plan.text, &args.prompt, args.prompt_cache.as_deref())?;

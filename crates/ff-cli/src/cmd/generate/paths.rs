@@ -9,14 +9,42 @@
 //! | text encoder | `models_t5_umt5-xxl-enc-bf16.pth` (umT5-XXL preset) | `text_encoder/model.safetensors(.index.json)` + `text_encoder/config.json` |
 //! | tokenizer | `google/umt5-xxl/tokenizer.json` | `tokenizer/tokenizer.json` |
 //!
-//! Without `--model-dir`, the hub cache is searched (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
-//! `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`) for the snapshots of
-//! [`HUB_REPOS`] (`models--Wan-AI--<name>/snapshots/<hash>`, the hash from `refs/main` when
-//! present). A flag always wins over what a directory provides.
+//! Without `--model-dir`, the files come from a [`Fallback`]: `generate` reads the default model,
+//! the small world's student shipped in the repository ([`default_model_dir`]: `$FF_MODEL_DIR`,
+//! else the checkout's `models/world/`), or with `--hub` the hub cache, as `encode-videos` always
+//! does. The hub cache (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
+//! `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`) is searched for the
+//! snapshots of [`HUB_REPOS`] (`models--Wan-AI--<name>/snapshots/<hash>`, the hash from
+//! `refs/main` when present). A flag always wins over what a directory provides.
+//!
+//! The default model is found through the path of this crate's source at build time rather than
+//! embedded in the binary: its weights are retrained without a rebuild of every test binary, and
+//! a binary moved off the checkout reads them from `$FF_MODEL_DIR`.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
+
+/// The variable that names the default model directory instead of the checkout's `models/world`.
+pub const MODEL_DIR_ENV: &str = "FF_MODEL_DIR";
+
+/// The default model directory: `$FF_MODEL_DIR` when set, else `models/world` of the checkout
+/// this binary was built from.
+pub fn default_model_dir(env: impl Fn(&str) -> Option<String>) -> PathBuf {
+    match env(MODEL_DIR_ENV).filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("crates/ff-cli is two levels deep").join("models/world"),
+    }
+}
+
+/// Where the files come from when `--model-dir` is not given.
+#[derive(Debug, Clone, Copy)]
+pub enum Fallback<'a> {
+    /// The Hugging Face hub cache rooted here (`None`: no cache to search).
+    Hub(Option<&'a Path>),
+    /// The default model directory ([`default_model_dir`]).
+    Default(&'a Path),
+}
 
 /// Hub repositories searched in the cache, in order.
 pub const HUB_REPOS: [&str; 4] =
@@ -25,8 +53,8 @@ pub const HUB_REPOS: [&str; 4] =
 /// Files given one by one on the command line (each overrides the directory's).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct FileFlags {
-    /// Directory with the model files (Wan2.1 original or diffusers layout); default: the Hugging
-    /// Face hub cache.
+    /// Directory with the model files (Wan2.1 original or diffusers layout); default: the
+    /// default model (`generate`) or the Hugging Face hub cache (`encode-videos`).
     #[arg(long)]
     pub model_dir: Option<PathBuf>,
     /// DiT weights: a .safetensors file, a shard index json, a directory, or a .pt checkpoint.
@@ -77,31 +105,41 @@ struct Found {
 }
 
 impl FileFlags {
-    /// Resolves every file from the flags, the model directory, or the hub cache (`hub` is the
+    /// Resolves every file from the flags, the model directory, or `fallback` (for the hub, the
     /// cache root to search; see [`hub_cache_dir`]). Errors name each missing file and where it
     /// was looked for.
-    pub fn resolve(&self, hub: Option<&Path>) -> Result<ModelFiles> {
-        let snapshot = hub.and_then(find_hub_snapshot);
-        let (origin, found) = match (&self.model_dir, &snapshot) {
+    pub fn resolve(&self, fallback: Fallback) -> Result<ModelFiles> {
+        // Said once, after the list of missing files: where else to look.
+        let (origin, found, hint) = match (&self.model_dir, fallback) {
             (Some(dir), _) => {
                 if !dir.is_dir() {
                     bail!("--model-dir {}: no such directory", dir.display());
                 }
-                (format!("--model-dir {}", dir.display()), scan(dir))
+                (format!("--model-dir {}", dir.display()), scan(dir), String::new())
             }
-            (None, Some(snapshot)) => (format!("the Hugging Face cache ({})", snapshot.display()), scan(snapshot)),
-            (None, None) => ("the Hugging Face cache (no --model-dir given)".to_string(), Found::default()),
-        };
-        // Said once, after the list of missing files: which repositories were looked for.
-        let hint = match (&self.model_dir, snapshot) {
-            (None, None) => format!(
-                "\nno snapshot of {} in the Hugging Face cache{}; download one with \
-                 `huggingface-cli download {}` or pass --model-dir DIR",
-                HUB_REPOS.join(", "),
-                hub.map(|h| format!(" ({})", h.display())).unwrap_or_default(),
-                HUB_REPOS[0]
+            (None, Fallback::Hub(hub)) => match hub.and_then(find_hub_snapshot) {
+                Some(snapshot) => (format!("the Hugging Face cache ({})", snapshot.display()), scan(&snapshot), String::new()),
+                None => (
+                    "the Hugging Face cache (no --model-dir given)".to_string(),
+                    Found::default(),
+                    format!(
+                        "\nno snapshot of {} in the Hugging Face cache{}; download one with \
+                         `huggingface-cli download {}` or pass --model-dir DIR",
+                        HUB_REPOS.join(", "),
+                        hub.map(|h| format!(" ({})", h.display())).unwrap_or_default(),
+                        HUB_REPOS[0]
+                    ),
+                ),
+            },
+            (None, Fallback::Default(dir)) => (
+                format!("the default model {} (no --model-dir given)", dir.display()),
+                scan_diffusers(dir),
+                format!(
+                    "\nthe default model is the small world's FlashForward student: train it with \
+                     scripts/train-default.sh, or point ${MODEL_DIR_ENV} at a copy; for Wan2.1 pass \
+                     --model-dir DIR or --hub (the Hugging Face cache)"
+                ),
             ),
-            _ => String::new(),
         };
         let mut missing = Vec::new();
         let mut pick = |flag: &Option<PathBuf>, found: Option<PathBuf>, name: &str, expected: &str| {
@@ -149,21 +187,13 @@ pub fn dit_files(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     }
 }
 
-/// The files `dir` holds in the diffusers layout (when it has `transformer/`) or the original one.
+/// The files `dir` holds in the diffusers layout (when it has `transformer/` or `vae/`, e.g. the
+/// small world's folder before its student is trained) or the original one.
 fn scan(dir: &Path) -> Found {
-    let file = |rel: &str| Some(dir.join(rel)).filter(|p| p.is_file());
-    if dir.join("transformer").is_dir() {
-        let sub = |name: &str| Some(dir.join(name)).filter(|p| p.is_dir());
-        return Found {
-            dit: sub("transformer"),
-            dit_config: file("transformer/config.json"),
-            vae: file("vae/diffusion_pytorch_model.safetensors"),
-            vae_config: file("vae/config.json"),
-            text_encoder: sub("text_encoder"),
-            text_encoder_config: file("text_encoder/config.json"),
-            tokenizer: file("tokenizer/tokenizer.json"),
-        };
+    if dir.join("transformer").is_dir() || dir.join("vae").is_dir() {
+        return scan_diffusers(dir);
     }
+    let file = |rel: &str| Some(dir.join(rel)).filter(|p| p.is_file());
     Found {
         dit: file("diffusion_pytorch_model.safetensors.index.json").or_else(|| file("diffusion_pytorch_model.safetensors")),
         dit_config: file("config.json"),
@@ -172,6 +202,21 @@ fn scan(dir: &Path) -> Found {
         text_encoder: file("models_t5_umt5-xxl-enc-bf16.pth"),
         text_encoder_config: None,
         tokenizer: file("google/umt5-xxl/tokenizer.json"),
+    }
+}
+
+/// The files `dir` holds in the diffusers layout.
+fn scan_diffusers(dir: &Path) -> Found {
+    let file = |rel: &str| Some(dir.join(rel)).filter(|p| p.is_file());
+    let sub = |name: &str| Some(dir.join(name)).filter(|p| p.is_dir());
+    Found {
+        dit: sub("transformer"),
+        dit_config: file("transformer/config.json"),
+        vae: file("vae/diffusion_pytorch_model.safetensors"),
+        vae_config: file("vae/config.json"),
+        text_encoder: sub("text_encoder"),
+        text_encoder_config: file("text_encoder/config.json"),
+        tokenizer: file("tokenizer/tokenizer.json"),
     }
 }
 
@@ -263,7 +308,7 @@ mod tests {
     fn original_layout_is_found() {
         let s = Scratch::new("original");
         s.touch(&ORIGINAL);
-        let files = dir_flags(&s.0).resolve(None).unwrap();
+        let files = dir_flags(&s.0).resolve(Fallback::Hub(None)).unwrap();
         let d = &s.0;
         assert_eq!(
             files,
@@ -284,7 +329,7 @@ mod tests {
             "diffusion_pytorch_model-00002-of-00002.safetensors",
             "diffusion_pytorch_model.safetensors.index.json",
         ]);
-        let files = dir_flags(&sharded.0).resolve(None).unwrap();
+        let files = dir_flags(&sharded.0).resolve(Fallback::Hub(None)).unwrap();
         assert_eq!(files.dit, sharded.0.join("diffusion_pytorch_model.safetensors.index.json"));
     }
 
@@ -292,7 +337,7 @@ mod tests {
     fn diffusers_layout_is_found() {
         let s = Scratch::new("diffusers");
         s.touch(&DIFFUSERS);
-        let files = dir_flags(&s.0).resolve(None).unwrap();
+        let files = dir_flags(&s.0).resolve(Fallback::Hub(None)).unwrap();
         let d = &s.0;
         assert_eq!(files.dit, d.join("transformer"));
         assert_eq!(files.dit_config, d.join("transformer/config.json"));
@@ -304,12 +349,21 @@ mod tests {
     }
 
     #[test]
+    fn a_diffusers_directory_without_a_transformer_gives_its_other_files() {
+        let s = Scratch::new("no-transformer");
+        s.touch(&DIFFUSERS[3..]).touch(&["teacher/config.json", "teacher/diffusion_pytorch_model.safetensors"]);
+        let flags = FileFlags { dit: Some(s.0.join("teacher")), dit_config: Some(s.0.join("teacher/config.json")), ..dir_flags(&s.0) };
+        let files = flags.resolve(Fallback::Hub(None)).unwrap();
+        assert_eq!((files.vae, files.dit), (s.0.join("vae/diffusion_pytorch_model.safetensors"), s.0.join("teacher")));
+    }
+
+    #[test]
     fn flags_override_the_directory() {
         let s = Scratch::new("override");
         s.touch(&ORIGINAL).touch(&["mine/vae.safetensors", "mine/vae.json"]);
         let flags =
             FileFlags { vae: Some(s.0.join("mine/vae.safetensors")), vae_config: Some(s.0.join("mine/vae.json")), ..dir_flags(&s.0) };
-        let files = flags.resolve(None).unwrap();
+        let files = flags.resolve(Fallback::Hub(None)).unwrap();
         assert_eq!(files.vae, s.0.join("mine/vae.safetensors"));
         assert_eq!(files.vae_config, Some(s.0.join("mine/vae.json")));
         assert_eq!(files.dit, s.0.join(ORIGINAL[0]));
@@ -320,15 +374,15 @@ mod tests {
         let s = Scratch::new("missing");
         s.touch(&ORIGINAL[..3]);
         let flags = FileFlags { tokenizer: Some(s.0.join("nope/tokenizer.json")), ..dir_flags(&s.0) };
-        let err = flags.resolve(None).unwrap_err().to_string();
+        let err = flags.resolve(Fallback::Hub(None)).unwrap_err().to_string();
         assert!(err.contains("text-encoder: not found in --model-dir"), "{err}");
         assert!(err.contains("models_t5_umt5-xxl-enc-bf16.pth"), "{err}");
         assert!(err.contains("nope/tokenizer.json does not exist"), "{err}");
         assert!(!err.contains("dit:"), "the DiT is there: {err}");
-        let err = FileFlags::default().resolve(None).unwrap_err().to_string();
+        let err = FileFlags::default().resolve(Fallback::Hub(None)).unwrap_err().to_string();
         assert!(err.contains("no --model-dir") && err.contains("huggingface-cli download Wan-AI/Wan2.1-T2V-1.3B"), "{err}");
         assert_eq!(err.matches(HUB_REPOS[3]).count(), 1, "the repositories are listed once: {err}");
-        let err = dir_flags(&s.0.join("absent")).resolve(None).unwrap_err().to_string();
+        let err = dir_flags(&s.0.join("absent")).resolve(Fallback::Hub(None)).unwrap_err().to_string();
         assert!(err.contains("absent: no such directory"), "{err}");
     }
 
@@ -340,12 +394,34 @@ mod tests {
         hub.touch(&snap("aaaa")).touch(&snap("bbbb"));
         fs::create_dir_all(hub.0.join(repo).join("refs")).unwrap();
         fs::write(hub.0.join(repo).join("refs/main"), "aaaa\n").unwrap();
-        let files = FileFlags::default().resolve(Some(&hub.0)).unwrap();
+        let files = FileFlags::default().resolve(Fallback::Hub(Some(&hub.0))).unwrap();
         assert_eq!(files.dit, hub.0.join(repo).join("snapshots/aaaa/transformer"));
         // --model-dir wins over the cache.
         let dir = Scratch::new("hub-dir");
         dir.touch(&ORIGINAL);
-        assert_eq!(dir_flags(&dir.0).resolve(Some(&hub.0)).unwrap().dit, dir.0.join(ORIGINAL[0]));
+        assert_eq!(dir_flags(&dir.0).resolve(Fallback::Hub(Some(&hub.0))).unwrap().dit, dir.0.join(ORIGINAL[0]));
+    }
+
+    #[test]
+    fn the_default_model_is_found_without_flags() {
+        let world = Scratch::new("default");
+        world.touch(&DIFFUSERS[1..]);
+        let files = FileFlags::default().resolve(Fallback::Default(&world.0)).unwrap();
+        assert_eq!((files.dit, files.tokenizer), (world.0.join("transformer"), world.0.join("tokenizer/tokenizer.json")));
+        let wan = Scratch::new("default-wan");
+        wan.touch(&ORIGINAL);
+        assert_eq!(dir_flags(&wan.0).resolve(Fallback::Default(&world.0)).unwrap().dit, wan.0.join(ORIGINAL[0]), "--model-dir wins");
+        let untrained = Scratch::new("default-untrained");
+        untrained.touch(&DIFFUSERS[3..]);
+        let err = FileFlags::default().resolve(Fallback::Default(&untrained.0)).unwrap_err().to_string();
+        assert!(err.contains("dit: not found in the default model"), "{err}");
+        assert!(!err.contains("vae:") && !err.contains("tokenizer:"), "the default model's other files are there: {err}");
+        for hint in ["scripts/train-default.sh", "FF_MODEL_DIR", "--model-dir DIR or --hub"] {
+            assert!(err.contains(hint), "{hint}: {err}");
+        }
+        assert_eq!(default_model_dir(|k| (k == MODEL_DIR_ENV).then(|| "/m".to_string())), PathBuf::from("/m"));
+        let repo = default_model_dir(|_| None);
+        assert!(repo.ends_with("models/world") && repo.join("../../crates/ff-cli/Cargo.toml").is_file(), "{}", repo.display());
     }
 
     #[test]

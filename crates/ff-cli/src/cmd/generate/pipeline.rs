@@ -22,6 +22,7 @@ use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_sched::Graph;
 use ff_sched::exec::Placement;
 use ff_sched::exec::{DitRunner, NoiseSpec, Roles, execute, execute_batched};
+use ff_train::checkpoint::ServedDit;
 
 use super::devices::device_of;
 use super::stream::{Finished, InOrder, Stop, Streamed};
@@ -62,13 +63,18 @@ pub struct Outcome {
 
 /// The DiT runner (model, prompt context, noise) and the VAE of `job`, on `device`.
 fn load_models<B: AttentionBackend>(job: &Job, text: &PromptEmbedding, device: &B::Device) -> Result<(DitRunner<B>, WanVae<B>)> {
-    // A plain DiT checkpoint, or a training run / checkpoint (its EMA roles over its base DiT).
-    let dit = ff_train::checkpoint::load_dit::<B>(job.dit_config, job.dit, device)
+    // A plain DiT checkpoint, a training run / checkpoint (its EMA roles over its base DiT), or
+    // an exported student (its two merged role models).
+    let dit = ff_train::checkpoint::load_served::<B>(job.dit_config, job.dit, device)
         .with_context(|| format!("cannot load the DiT from {}", job.dit.display()))?;
     let context: Tensor<B, 3> = text.to_context::<B>(job.dit_config.text_len, device)?.unsqueeze();
     let [height, width] = job.latent_size;
     let noise = NoiseSpec { seed: job.seed, channels: job.dit_config.in_channels, height, width };
-    let runner = DitRunner::new(&dit, context, &job.graph.contract, noise);
+    let contract = &job.graph.contract;
+    let runner = match dit {
+        ServedDit::One(dit) => DitRunner::new(&dit, context, contract, noise),
+        ServedDit::Roles { planner, renderer } => DitRunner::from_role_models(*planner, *renderer, context, contract, noise),
+    };
     let vae =
         WanVae::<B>::load(job.vae, job.vae_config, device).with_context(|| format!("cannot load the VAE from {}", job.vae.display()))?;
     Ok((runner, vae))

@@ -1,20 +1,21 @@
 //! Everything `generate` decides before a model loads, and the checks that refuse a run early:
 //! devices built in, length rounded to 1 + 4k frames, files found and consistent, prompt within
-//! the encoder's tokens, and the memory estimate within each device.
+//! the student's vocabulary and the encoder's tokens, and the memory estimate within each device.
 
 use anyhow::Result;
 use ff_model::text::PromptEncoderFiles;
-use ff_sched::Graph;
 use ff_sched::exec::Placement;
 use ff_sched::exec::waves;
 use ff_sched::schedule::NodeId;
+use ff_sched::{ContractConfig, Graph, ScheduleKind};
 
 use super::Args;
 use super::configs::Configs;
 use super::devices::{Executor, device_name};
 use super::memory::{Estimate, Sizes, available_ram, checkpoint_contents, device_estimates, dit_contents};
-use super::paths::{ModelFiles, hub_cache_dir};
+use super::paths::{Fallback, ModelFiles, default_model_dir, hub_cache_dir};
 use super::prompt;
+use super::student::StudentManifest;
 use crate::backend::{Precision, dispatch};
 use crate::video::{FPS, FrameCount};
 
@@ -23,6 +24,8 @@ pub struct Plan {
     pub length: FrameCount,
     pub files: ModelFiles,
     pub configs: Configs,
+    /// Frame height and width in pixels.
+    pub frame: [usize; 2],
     /// Latent height and width.
     pub latent_size: [usize; 2],
     pub graph: Graph,
@@ -45,11 +48,20 @@ impl Plan {
         if let Some(note) = length.rounding_note() {
             eprintln!("note: {note}");
         }
-        let files = args.files.resolve(hub_cache_dir(|k| std::env::var(k).ok()).as_deref())?;
+        let env = |k: &str| std::env::var(k).ok();
+        let (hub, default) = (hub_cache_dir(env), default_model_dir(env));
+        let files = args.files.resolve(if args.hub { Fallback::Hub(hub.as_deref()) } else { Fallback::Default(&default) })?;
+        let student = if files.dit.is_dir() { StudentManifest::read(&files.dit)? } else { None };
+        if let Some(student) = &student {
+            student.check_prompt(&args.prompt)?;
+        }
         let configs = Configs::read(&files)?;
-        let latent_size = configs.latent_size(args.height, args.width)?;
+        let [height, width] = student.as_ref().map_or([480, 832], |s| s.frame_size);
+        let frame = [args.height.unwrap_or(height), args.width.unwrap_or(width)];
+        let latent_size = configs.latent_size(frame[0], frame[1])?;
         configs.check_latents(length.latents)?;
-        let graph = args.schedule.build(&args.contract.contract(length.latents)?)?;
+        let trained = student.as_ref().map_or(ContractConfig::new(length.latents), |s| s.contract.config(length.latents));
+        let graph = args.schedule.build(&args.contract.contract_over(trained)?)?;
         let several = args.devices.count() > 1;
         let executor = args.executor.unwrap_or(if several { Executor::Wavefront } else { Executor::Serial });
         let placement = executor.placement(graph.contract.stages(), &args.devices);
@@ -61,7 +73,7 @@ impl Plan {
             config: configs.text.clone(),
             max_len,
         };
-        Ok(Self { length, files, configs, latent_size, graph, executor, placement, text, tokens })
+        Ok(Self { length, files, configs, frame, latent_size, graph, executor, placement, text, tokens })
     }
 
     /// Refuses the run when the text encoder (CPU, f32, unless the prompt is cached) or the
@@ -98,7 +110,7 @@ impl Plan {
             roles,
             vae_elements,
             vae_base_dim: self.configs.vae.base_dim,
-            pixels: [args.height, args.width],
+            pixels: self.frame,
             latents: self.latent_size,
             dtype_bytes: match args.precision {
                 Precision::F32 => 4,
@@ -124,7 +136,7 @@ impl Plan {
     }
 
     /// One line about the run.
-    pub fn describe(&self, args: &Args) -> String {
+    pub fn describe(&self, schedule: ScheduleKind) -> String {
         let counts = self.graph.counts();
         let c = &self.graph.contract.config;
         let anchors = if c.use_anchors { format!("Δ = {}, G = {}", c.anchor_stride, c.anchor_window) } else { "no anchors".into() };
@@ -134,9 +146,9 @@ impl Plan {
             self.length.latents,
             self.length.frames,
             self.length.seconds(),
-            args.width,
-            args.height,
-            args.schedule,
+            self.frame[1],
+            self.frame[0],
+            schedule,
             c.stages,
             c.history,
             format!("{:?}", self.executor).to_lowercase(),

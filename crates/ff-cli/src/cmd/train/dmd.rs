@@ -4,7 +4,9 @@
 //! the config file (top-level paths, `[train]` for the generator's engine, `[dmd]`), `--resume`
 //! continues from the newest checkpoint with `RUN/config.toml`, the same progress bar, metrics
 //! log (`generator_loss`, `critic_loss` per generator step) and checkpoints, which
-//! `generate --dit RUN` loads (the student's EMA with its planner and renderer roles).
+//! `generate --dit RUN` loads (the student's EMA with its planner and renderer roles). A run that
+//! reaches its last step exports the student to `RUN/transformer/` (merged roles and manifest,
+//! see `export`), the DiT folder of the default model.
 //!
 //! Models: the student from `--dit` (a Phase 1 run, whose LoRA rank the run keeps, or any Wan
 //! DiT weights, which get fresh roles); the frozen teacher from `--teacher` (a model directory,
@@ -15,10 +17,12 @@
 //! critic on `devices[critic_device]`.
 
 use super::config::{RunConfig, RunFlags};
+use super::export::export_student;
 use super::run::{Session, Steps, drive};
 use crate::backend::{BackendTask, CpuBackend, Precision, cpu_device, dispatch};
 use crate::cmd::generate::configs::Configs;
-use crate::cmd::generate::paths::{FileFlags, dit_files};
+use crate::cmd::generate::paths::{Fallback, FileFlags, dit_files};
+use crate::cmd::generate::student::{StudentManifest, TrainedContract, Vocabulary};
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
@@ -96,9 +100,34 @@ pub fn run(args: Args) -> Result<ExitCode> {
         (config.train.lora_rank, config.train.lora_alpha) = (state.train.lora_rank, state.train.lora_alpha);
     }
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
-    let session = Session::prepare(config, out, args.run.resume, None)?;
-    let devices = session.devices.clone();
-    dispatch(&devices, Precision::F32, Dmd { session })
+    let session = Session::prepare(config, out.clone(), args.run.resume, None)?;
+    let manifest = student_manifest(&session)?;
+    let (devices, dit) = (session.devices.clone(), session.dit_config.clone());
+    let code = dispatch(&devices, Precision::F32, Dmd { session })?;
+    if code == ExitCode::SUCCESS {
+        println!("{}", export_student(&dit, &out, &manifest)?.display());
+    }
+    Ok(code)
+}
+
+/// What the run's student is trained for: its rollouts' contract, the frame size of its clips,
+/// and their captions' vocabulary.
+fn student_manifest(session: &Session<Section>) -> Result<StudentManifest> {
+    let clips = &session.data.manifest().clips;
+    let Some(first) = clips.first() else { bail!("{}: the dataset has no clips", session.data.dir().display()) };
+    if let Some(other) = clips.iter().find(|c| c.frame_size != first.frame_size) {
+        bail!(
+            "{}: clips of {:?} and {:?} px: a student is trained at one frame size",
+            session.data.dir().display(),
+            first.frame_size,
+            other.frame_size
+        );
+    }
+    Ok(StudentManifest {
+        contract: TrainedContract::of_dmd(&session.config.objective.objective),
+        frame_size: first.frame_size,
+        vocabulary: Vocabulary::of_captions(clips.iter().map(|c| c.caption.as_str())),
+    })
 }
 
 /// The `state.json` of the Phase 1 checkpoint `path` names, if it names one.
@@ -150,7 +179,7 @@ impl BackendTask for Dmd {
             .with_context(|| format!("cannot load the critic's base from {}", critic_base.display()))?;
 
         let model_dir = s.config.paths.model_dir.clone();
-        let files = FileFlags { model_dir, ..Default::default() }.resolve(None)?;
+        let files = FileFlags { model_dir, ..Default::default() }.resolve(Fallback::Hub(None))?;
         let configs = Configs::read(&files)?;
         let vae = WanVae::<B>::load(&files.vae, &configs.vae, &teacher_device)
             .with_context(|| format!("cannot load the VAE from {}", files.vae.display()))?;

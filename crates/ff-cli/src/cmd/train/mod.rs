@@ -4,6 +4,7 @@
 
 mod config;
 mod dmd;
+mod export;
 mod metrics;
 mod progress;
 mod run;

@@ -10,10 +10,10 @@
 //! into the model directory).
 
 use super::config::{RunConfig, RunFlags};
+use super::export::export_teacher;
 use super::run::{AnyBackendObjective, Session, train};
 use crate::backend::{CpuBackend, cpu_device};
 use crate::cmd::world::files::WorldDir;
-use crate::video::write_atomic;
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use ff_model::{AttentionBackend, WanDit};
@@ -21,8 +21,7 @@ use ff_train::data::LatentClip;
 use ff_train::engine::{TrainConfig, Trainable};
 use ff_train::teacher::{TeacherConfig, TeacherObjective};
 use ff_train::{Loss, Objective, TrainRng};
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// The config section of the objective.
@@ -79,39 +78,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let session = Session::prepare(config, out.clone(), args.run.resume, Some(dit.clone()))?;
     let code = train(session, objective)?;
     if code == ExitCode::SUCCESS {
-        let dir = export(&dit, &out)?;
+        let dir = export_teacher(&dit, &out)?;
         println!("{}", dir.display());
     }
     Ok(code)
-}
-
-/// Writes the newest checkpoint's EMA weights of `run` as `run/transformer/` (diffusers layout
-/// of `generate --model-dir`: `config.json` in Wan's field names, weights in Wan keys); returns it.
-pub fn export(dit: &ff_model::DitConfig, run: &Path) -> Result<PathBuf> {
-    let model = ff_train::checkpoint::load_dit::<CpuBackend>(dit, run, &cpu_device())?;
-    let dir = run.join("transformer");
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let json = serde_json::json!({
-        "_class_name": "WanModel",
-        "model_type": "t2v",
-        "patch_size": dit.patch_size,
-        "in_dim": dit.in_channels,
-        "out_dim": dit.out_channels,
-        "dim": dit.dim,
-        "ffn_dim": dit.ffn_dim,
-        "freq_dim": dit.freq_dim,
-        "text_dim": dit.text_dim,
-        "text_len": dit.text_len,
-        "num_heads": dit.num_heads,
-        "num_layers": dit.num_layers,
-        "eps": dit.eps,
-        "rope_max_seq_len": dit.rope_max_positions,
-        "qk_norm": true,
-        "cross_attn_norm": true,
-    });
-    write_atomic(&dir.join("config.json"), |w| Ok(serde_json::to_writer_pretty(w, &json)?))?;
-    let weights = dir.join("diffusion_pytorch_model.safetensors");
-    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    ff_train::checkpoint::write_tensors(&weights, model.file_tensors(|_| true)?, metadata)?;
-    Ok(dir)
 }

@@ -6,7 +6,8 @@
 //! | `vae/{config.json,diffusion_pytorch_model.safetensors}` | `train vae` (scripts/world/train-vae.sh) |
 //! | `tokenizer/tokenizer.json` | `world-text` (word level over the domain's vocabulary) |
 //! | `text_encoder/{config.json,model.safetensors}` | `world-text` (umT5 at tiny width, frozen random) |
-//! | `transformer/{config.json,diffusion_pytorch_model.safetensors}` | `train teacher` |
+//! | `teacher/{config.json,diffusion_pytorch_model.safetensors}` | `train teacher` (scripts/train-world.sh) |
+//! | `transformer/{config.json,planner/,renderer/,flashforward.json}` | `train dmd`, the student `generate` runs by default (scripts/train-default.sh) |
 
 use anyhow::{Result, bail};
 use ff_model::text::{PromptEncoderFiles, Umt5Config};

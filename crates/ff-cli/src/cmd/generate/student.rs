@@ -1,0 +1,168 @@
+//! `flashforward.json`, written beside an exported student's role folders (`train dmd` writes
+//! `RUN/transformer/`, see `ff_train::checkpoint::export_roles`): how `generate` runs the student
+//! as it was trained when no flag says otherwise (its stage count and the rest of its contract,
+//! its frame size), and which prompts it can draw.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use ff_sched::ContractConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::video::write_atomic;
+
+/// The manifest's file name inside the student's folder.
+pub const MANIFEST_FILE: &str = "flashforward.json";
+
+/// What a student was trained for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StudentManifest {
+    /// The inference contract of its training rollouts (the defaults of the contract flags).
+    pub contract: TrainedContract,
+    /// Frame height and width in pixels of its training clips (`--height` / `--width` default).
+    pub frame_size: [usize; 2],
+    /// The words its prompts may use.
+    pub vocabulary: Vocabulary,
+}
+
+/// The contract knobs of a student's training (all but the length), as `ff_train::dmd::DmdConfig`
+/// names them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainedContract {
+    /// Denoising stages `S`.
+    pub stages: usize,
+    pub anchor_stride: usize,
+    pub chunk: usize,
+    pub planner_block: usize,
+    pub history: usize,
+    pub planner_context: usize,
+    pub timestep_shift: f64,
+}
+
+impl TrainedContract {
+    /// The knobs of a Phase 2 run.
+    pub fn of_dmd(c: &ff_train::dmd::DmdConfig) -> Self {
+        Self {
+            stages: c.stages,
+            anchor_stride: c.anchor_stride,
+            chunk: c.chunk,
+            planner_block: c.planner_block,
+            history: c.history,
+            planner_context: c.planner_context,
+            timestep_shift: c.timestep_shift,
+        }
+    }
+
+    /// The contract config of `latents` frames under these knobs.
+    pub fn config(&self, latents: usize) -> ContractConfig {
+        ContractConfig::new(latents)
+            .with_stages(self.stages)
+            .with_anchor_stride(self.anchor_stride)
+            .with_chunk(self.chunk)
+            .with_planner_block(self.planner_block)
+            .with_history(self.history)
+            .with_planner_context(self.planner_context)
+            .with_shift(self.timestep_shift)
+    }
+}
+
+/// The words a student's prompts may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Vocabulary {
+    /// The small world's captions (`ff_world::vocab`): a prompt outside them is refused.
+    SmallWorld,
+    /// Any prompt.
+    Open,
+}
+
+impl Vocabulary {
+    /// The small world's when every caption parses as one of its prompts, else open.
+    pub fn of_captions<'a>(mut captions: impl Iterator<Item = &'a str>) -> Self {
+        match captions.all(|c| ff_world::Prompt::parse(c).is_ok()) {
+            true => Self::SmallWorld,
+            false => Self::Open,
+        }
+    }
+}
+
+impl StudentManifest {
+    /// The manifest of the DiT folder `dit`; `None` when it has none (a plain DiT, a training run,
+    /// a Wan model).
+    pub fn read(dit: &Path) -> Result<Option<Self>> {
+        let path = dit.join(MANIFEST_FILE);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let manifest: Self = serde_json::from_str(&text).with_context(|| format!("{}: not a student manifest", path.display()))?;
+        Ok(Some(manifest))
+    }
+
+    /// Writes the manifest into the folder `dir` (atomically).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        write_atomic(&dir.join(MANIFEST_FILE), |w| Ok(serde_json::to_writer_pretty(w, self)?))
+    }
+
+    /// Refuses a prompt outside the student's vocabulary, naming the unknown words and listing
+    /// what the model knows.
+    pub fn check_prompt(&self, prompt: &str) -> Result<()> {
+        if self.vocabulary == Vocabulary::SmallWorld
+            && let Err(e) = ff_world::Prompt::parse(prompt)
+        {
+            bail!("this model was trained on the small world's captions only and cannot draw this prompt: {e}");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contract() -> TrainedContract {
+        TrainedContract::of_dmd(&ff_train::dmd::DmdConfig::new().with_stages(3).with_anchor_stride(4))
+    }
+
+    #[test]
+    fn the_trained_knobs_make_the_training_rollouts_contract() {
+        let dmd = ff_train::dmd::DmdConfig::new().with_latents(21).with_stages(3).with_chunk(2).with_history(2).with_planner_context(4);
+        let ours = ff_sched::Contract::new(TrainedContract::of_dmd(&dmd).config(21)).unwrap();
+        let trained = dmd.contract().unwrap();
+        assert_eq!((ours.anchors, ours.blocks, ours.chunks), (trained.anchors, trained.blocks, trained.chunks));
+        assert_eq!((ours.timesteps, ours.config.history, ours.config.planner_context), (trained.timesteps, 2, 4));
+    }
+
+    #[test]
+    fn small_world_students_refuse_prompts_outside_the_vocabulary() {
+        let world = StudentManifest { contract: contract(), frame_size: [64, 64], vocabulary: Vocabulary::SmallWorld };
+        world.check_prompt("a red circle bounces on a black background").unwrap();
+        let err = world.check_prompt("a purple dragon flies").unwrap_err().to_string();
+        assert!(err.contains("unknown words 'dragon', 'flies'"), "{err}");
+        for known in ["circle, square, triangle", "red, green, blue", "black, white, gray, dark blue", "moves left", "bounces"] {
+            assert!(err.contains(known), "the message lists what the model knows ({known}): {err}");
+        }
+        let open = StudentManifest { vocabulary: Vocabulary::Open, ..world };
+        open.check_prompt("a purple dragon flies").unwrap();
+    }
+
+    #[test]
+    fn the_vocabulary_follows_the_training_captions() {
+        let world = ["a red circle bounces on a black background", "a green square moves up on a gray gradient background"];
+        assert_eq!(Vocabulary::of_captions(world.into_iter()), Vocabulary::SmallWorld);
+        assert_eq!(Vocabulary::of_captions(world.into_iter().chain(["a fox runs in the snow"])), Vocabulary::Open);
+    }
+
+    #[test]
+    fn the_manifest_round_trips_through_its_file() {
+        let dir = std::env::temp_dir().join(format!("ff-student-manifest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(StudentManifest::read(&dir).unwrap(), None);
+        let manifest = StudentManifest { contract: contract(), frame_size: [64, 96], vocabulary: Vocabulary::SmallWorld };
+        manifest.write(&dir).unwrap();
+        let text = std::fs::read_to_string(dir.join(MANIFEST_FILE)).unwrap();
+        assert!(text.contains("\"small-world\""), "{text}");
+        assert_eq!(StudentManifest::read(&dir).unwrap(), Some(manifest));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

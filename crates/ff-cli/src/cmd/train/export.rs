@@ -1,0 +1,69 @@
+//! What a finished run leaves for `generate`: `RUN/transformer/`, the diffusers layout's DiT
+//! folder that `generate --model-dir` reads (copy it into the model directory as `transformer/`,
+//! or `teacher/` for the small world's teacher).
+//!
+//! * the teacher (`train teacher`): `config.json` and `diffusion_pytorch_model.safetensors`,
+//!   the EMA weights;
+//! * the student (`train dmd`): `config.json`, `planner/` and `renderer/` (its EMA roles merged
+//!   into two plain DiTs, `ff_train::checkpoint::export_roles`) and `flashforward.json` (what it
+//!   was trained for, see `generate::student`), written last: its presence marks a complete export.
+//!
+//! `config.json` uses Wan's field names, the weights Wan keys.
+
+use crate::backend::{CpuBackend, cpu_device};
+use crate::cmd::generate::student::StudentManifest;
+use crate::video::write_atomic;
+use anyhow::{Context, Result};
+use ff_model::DitConfig;
+use ff_train::checkpoint::{export_roles, load_dit, write_tensors};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The export folder inside the run directory.
+pub const EXPORT_DIR: &str = "transformer";
+
+/// Writes the newest checkpoint's EMA weights of the teacher run `run` into `run/transformer/`;
+/// returns it.
+pub fn export_teacher(dit: &DitConfig, run: &Path) -> Result<PathBuf> {
+    let model = load_dit::<CpuBackend>(dit, run, &cpu_device())?;
+    let dir = run.join(EXPORT_DIR);
+    write_dit_config(dit, &dir)?;
+    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+    write_tensors(&dir.join("diffusion_pytorch_model.safetensors"), model.file_tensors(|_| true)?, metadata)?;
+    Ok(dir)
+}
+
+/// Writes the newest checkpoint of the Phase 2 run `run` (the student's EMA with its roles) into
+/// `run/transformer/` as merged role models with `manifest`; returns it.
+pub fn export_student(dit: &DitConfig, run: &Path, manifest: &StudentManifest) -> Result<PathBuf> {
+    let model = load_dit::<CpuBackend>(dit, run, &cpu_device())?;
+    let dir = run.join(EXPORT_DIR);
+    write_dit_config(dit, &dir)?;
+    export_roles(&model, &dir).with_context(|| format!("cannot export the student of {}", run.display()))?;
+    manifest.write(&dir)?;
+    Ok(dir)
+}
+
+/// Writes `dir/config.json` (creating `dir`).
+fn write_dit_config(dit: &DitConfig, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let json = serde_json::json!({
+        "_class_name": "WanModel",
+        "model_type": "t2v",
+        "patch_size": dit.patch_size,
+        "in_dim": dit.in_channels,
+        "out_dim": dit.out_channels,
+        "dim": dit.dim,
+        "ffn_dim": dit.ffn_dim,
+        "freq_dim": dit.freq_dim,
+        "text_dim": dit.text_dim,
+        "text_len": dit.text_len,
+        "num_heads": dit.num_heads,
+        "num_layers": dit.num_layers,
+        "eps": dit.eps,
+        "rope_max_seq_len": dit.rope_max_positions,
+        "qk_norm": true,
+        "cross_attn_norm": true,
+    });
+    write_atomic(&dir.join("config.json"), |w| Ok(serde_json::to_writer_pretty(w, &json)?))
+}

@@ -1,0 +1,99 @@
+//! `generate` with no model flags reads the default model: here a stand-in built from the
+//! reference fixtures' tiny random models in the layout of `models/world/` (an exported student:
+//! `transformer/{config.json, planner/, renderer/, flashforward.json}`), found through
+//! `$FF_MODEL_DIR` exactly as the repository's folder is found without it. The student's
+//! manifest sets the defaults (frame size, stage count and contract), the same seed gives the
+//! same MP4 bytes, a prompt outside the small world's vocabulary is refused with what the model
+//! knows, and a folder without a student says how to get one. `shipped_model.rs` runs the same
+//! checks on the trained `models/world/`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+mod common;
+use common::{Scratch, fixture_config, fixtures, tokenizer_json, write, write_umt5};
+
+const PROMPT: &str = "a red circle bounces on a black background";
+
+/// The stand-in default model: the fixture DiT as both roles, the fixture VAE, a tiny umT5.
+fn world_dir(root: &Path) -> PathBuf {
+    let world = root.join("world");
+    write(&world.join("vae/config.json"), fixture_config("wan_vae_tiny").to_string());
+    fs::copy(fixtures().join("wan_vae_tiny/weights_diffusers.safetensors"), world.join("vae/diffusion_pytorch_model.safetensors")).unwrap();
+    write_umt5(&world.join("text_encoder"));
+    write(&world.join("tokenizer/tokenizer.json"), tokenizer_json());
+    let student = world.join("transformer");
+    write(&student.join("config.json"), fixture_config("wan_dit_tiny").to_string());
+    for (role, layout) in [("planner", "diffusers"), ("renderer", "wan")] {
+        let weights = fixtures().join(format!("wan_dit_tiny/weights_{layout}.safetensors"));
+        write(&student.join(role).join("diffusion_pytorch_model.safetensors"), fs::read(weights).unwrap());
+    }
+    let manifest = serde_json::json!({
+        "contract": {"stages": 2, "anchor_stride": 4, "chunk": 2, "planner_block": 2, "history": 2, "planner_context": 4, "timestep_shift": 5.0},
+        "frame_size": [32, 32],
+        "vocabulary": "small-world"
+    });
+    write(&student.join("flashforward.json"), manifest.to_string());
+    world
+}
+
+/// `generate --prompt P --seconds 2 --out OUT` plus `extra`, with `$FF_MODEL_DIR` = `model`.
+fn generate(model: &Path, prompt: &str, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["generate", "--prompt", prompt, "--seconds", "2", "--out", out.to_str().unwrap()];
+    args.extend(extra);
+    let output = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(&args).env("FF_MODEL_DIR", model).output().unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    output
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn the_default_model_runs_at_its_students_defaults_and_the_same_seed_gives_the_same_mp4() {
+    let scratch = Scratch::new("default-model");
+    let world = world_dir(&scratch.0);
+    let [a, b, c] = ["a.mp4", "b.mp4", "c.mp4"].map(|f| scratch.0.join(f));
+    let first = generate(&world, PROMPT, &a, &[]);
+    let log = stderr(&first);
+    assert!(first.status.success(), "{log}");
+    assert!(log.contains("9 latents (33 frames"), "2 s at 16 FPS: {log}");
+    assert!(log.contains("32x32 px") && log.contains("schedule flashforward (S = 2, Δ = 4"), "the student's defaults: {log}");
+    assert!(generate(&world, PROMPT, &b, &[]).status.success());
+    let bytes = fs::read(&a).unwrap();
+    assert!(bytes.len() > 1000, "an MP4 of 33 frames: {} bytes", bytes.len());
+    assert_eq!(bytes, fs::read(&b).unwrap(), "the default seed gives the same MP4 bytes");
+    assert!(generate(&world, PROMPT, &c, &["--seed", "1"]).status.success());
+    assert_ne!(bytes, fs::read(&c).unwrap(), "another seed draws another video");
+}
+
+#[test]
+fn prompts_outside_the_small_world_are_refused_with_what_the_model_knows() {
+    let scratch = Scratch::new("default-model-vocab");
+    let world = world_dir(&scratch.0);
+    let out = scratch.0.join("dragon.mp4");
+    let output = generate(&world, "a purple dragon flies", &out, &[]);
+    let err = stderr(&output);
+    assert!(!output.status.success() && !out.exists(), "{err}");
+    assert!(err.contains("unknown words 'dragon', 'flies'"), "{err}");
+    for known in
+        ["shapes: circle, square, triangle", "colours: red, green", "backgrounds: black, white, gray, dark blue", "motions: moves left"]
+    {
+        assert!(err.contains(known), "the error lists {known:?}: {err}");
+    }
+}
+
+#[test]
+fn a_default_folder_without_a_student_says_how_to_get_one() {
+    let scratch = Scratch::new("default-model-untrained");
+    let world = world_dir(&scratch.0);
+    fs::remove_dir_all(world.join("transformer")).unwrap();
+    let output = generate(&world, PROMPT, &scratch.0.join("x.mp4"), &[]);
+    let err = stderr(&output);
+    assert!(!output.status.success(), "{err}");
+    assert!(err.contains(&format!("dit: not found in the default model {}", world.display())), "{err}");
+    assert!(err.contains("scripts/train-default.sh") && err.contains("--hub"), "{err}");
+    assert!(!err.contains("vae:") && !err.contains("tokenizer:"), "only the student is missing: {err}");
+}

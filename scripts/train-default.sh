@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Trains the default model of `flashforward generate` (issue 11): the small world's FlashForward
+# student, from its teacher, on the CPU, stage by stage:
+#   20 s latent shards -> Phase 1 SFT from the teacher -> Phase 2 DMD -> export -> check.
+# Needs MODEL/{vae,text_encoder,tokenizer}/ and the teacher MODEL/teacher/ (scripts/train-world.sh
+# makes them). Resumable: a stage whose final output exists is skipped; an interrupted training
+# resumes from its last checkpoint (train --resume), an interrupted latent stage from its last
+# complete shard. Each stage prints its wall time. Runs, checkpoints and data go to RUNS, outside
+# the repository; the student is installed as MODEL/transformer/ (its merged planner and renderer
+# and flashforward.json), which `generate` reads when no model flag is given.
+#
+#   scripts/train-default.sh                                   # everything, configs as shipped
+#   CLIPS=64 SFT_STEPS=200 DMD_STEPS=50 scripts/train-default.sh
+#
+# BIN: the binary (default target/release/flashforward, built if absent); SFT_CONFIG / DMD_CONFIG:
+# the phases' configs (default scripts/world/{sft,dmd}.toml); SFT_STEPS / DMD_STEPS override their
+# step counts; CLIPS: 20 s training clips (scene seeds 0..CLIPS of dataset seed 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-target/release/flashforward}
+MODEL=${MODEL:-models/world}
+RUNS=${RUNS:-/work/world-runs/default}
+CLIPS=${CLIPS:-256}
+SFT_CONFIG=${SFT_CONFIG:-scripts/world/sft.toml}
+DMD_CONFIG=${DMD_CONFIG:-scripts/world/dmd.toml}
+PROMPT=${PROMPT:-a red circle bounces on a black background}
+NICE=${NICE:-nice -n 5}
+[ -x "$BIN" ] || cargo build --release -p ff-cli
+for need in vae/config.json text_encoder/config.json tokenizer/tokenizer.json teacher/diffusion_pytorch_model.safetensors; do
+    [ -f "$MODEL/$need" ] || { echo "missing $MODEL/$need: run scripts/train-world.sh first" >&2; exit 1; }
+done
+mkdir -p "$RUNS"
+
+stage() { # stage NAME DONE-FILE COMMAND...: runs COMMAND unless DONE-FILE exists, timed
+    local name=$1 done=$2; shift 2
+    if [ -e "$done" ]; then echo "== $name: done ($done)"; return; fi
+    echo "== $name"
+    local start=$SECONDS
+    "$@"
+    echo "== $name: $((SECONDS - start)) s wall"
+}
+
+# The model directory both phases read: the teacher as its DiT (Phase 1's initialisation,
+# Phase 2's critic base) beside the codec and the text encoder, linked, never copied.
+BASE="$RUNS/base"
+mkdir -p "$BASE"
+ln -sfn "$(realpath "$MODEL/teacher")" "$BASE/transformer"
+for d in vae text_encoder tokenizer; do ln -sfn "$(realpath "$MODEL/$d")" "$BASE/$d"; done
+
+# train PHASE RUN ARGS...: `train PHASE`, resuming RUN when it has a checkpoint.
+train() {
+    local phase=$1 run=$2; shift 2
+    local resume=()
+    ls -d "$run"/step-* >/dev/null 2>&1 && resume=(--resume)
+    $NICE "$BIN" train "$phase" --model-dir "$BASE" --out "$run" --seed 0 "$@" "${resume[@]}"
+}
+
+# 1. 20 s latent shards (L = 81) straight from the generator.
+LATENTS="$RUNS/latents-20s"
+latents() {
+    $NICE "$BIN" world-latents --model-dir "$MODEL" --out "$LATENTS" --clips "$CLIPS" --seconds 20 --seed 2
+    touch "$LATENTS/.complete-$CLIPS"
+}
+stage latents "$LATENTS/.complete-$CLIPS" latents
+
+# 2. Phase 1: packed time-rebased SFT of the roles from the teacher.
+sft() {
+    train sft "$RUNS/sft" --data "$LATENTS" --config "$SFT_CONFIG" ${SFT_STEPS:+--steps "$SFT_STEPS"}
+    touch "$RUNS/sft/.complete"
+}
+stage sft "$RUNS/sft/.complete" sft
+
+# 3. Phase 2: DMD against the teacher with a LoRA critic; exports RUN/transformer/ at the end.
+dmd() {
+    train dmd "$RUNS/dmd" --dit "$RUNS/sft" --teacher "$MODEL/teacher" --data "$LATENTS" --config "$DMD_CONFIG" \
+        ${DMD_STEPS:+--steps "$DMD_STEPS"}
+}
+stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
+
+# 4. Install the export as the default model's student (replaced whole, never half-written).
+install() {
+    rm -rf "$MODEL/transformer.tmp" "$MODEL/transformer.old"
+    cp -r "$RUNS/dmd/transformer" "$MODEL/transformer.tmp"
+    [ -e "$MODEL/transformer" ] && mv "$MODEL/transformer" "$MODEL/transformer.old"
+    mv "$MODEL/transformer.tmp" "$MODEL/transformer"
+    rm -rf "$MODEL/transformer.old"
+}
+stage export "$MODEL/transformer/flashforward.json" install
+
+# 5. Check: README's main command on the installed model (no model flags), scored by `eval`.
+check() {
+    FF_MODEL_DIR="$MODEL" $NICE "$BIN" generate --prompt "$PROMPT" --seconds 5 --out "$RUNS/check.mp4"
+    "$BIN" eval "$RUNS/check.mp4" --prompt "$PROMPT" --json | tee "$RUNS/check.json"
+}
+stage check "$RUNS/check.json" check
+du -sh "$MODEL"/* && du -sh "$MODEL"
