@@ -1,6 +1,6 @@
 //! The codec's objective on a tiny Wan VAE (`Autodiff<NdArray>`): loss terms against hand-computed
 //! values, training moves every parameter and lowers the loss, bit-exact resume, the procedural
-//! clips.
+//! clips, and the training gradients against diffusers' (a float64 reference).
 
 use super::loss::{kl_to_standard_normal, reconstruction};
 use super::*;
@@ -131,3 +131,54 @@ fn shipped_codec_reconstructs_held_out_clips_and_streams_exactly() {
 
 /// See [`shipped_codec_reconstructs_held_out_clips_and_streams_exactly`].
 const SHIPPED_PSNR_FLOOR: f64 = 15.0;
+
+/// The codec's training gradients against diffusers' (`crates/ff-train/tests/fixtures/vae_grads.json`,
+/// made by `scripts/fixtures/make_vae_grad_fixture.py` in float64 from the shared `wan_vae_tiny`
+/// fixture): L1 + MSE of the unclamped decode of the posterior mean plus 1e-4·KL, every
+/// parameter's gradient norm and its dot product with a fixed probe within 1e-3 relative.
+#[test]
+fn training_gradients_match_diffusers() {
+    use crate::engine::params::gradients;
+    use ff_model::vae::load::diffusers_key;
+    let shared = std::env::var_os("FF_FIXTURES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"))
+        .join("wan_vae_tiny");
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(shared.join("meta.json")).unwrap()).unwrap();
+    let mut config = WanVaeConfig::tiny_world();
+    config.base_dim = meta["config"]["base_dim"].as_u64().unwrap() as usize;
+    config.z_dim = meta["config"]["z_dim"].as_u64().unwrap() as usize;
+    assert_eq!((config.base_dim, config.z_dim), (8, 16), "the fixture is the small world's codec size");
+    let device = Default::default();
+    let vae = crate::engine::params::set_trainable(
+        WanVae::<B>::load(shared.join("weights_diffusers.safetensors"), &config, &device).unwrap(),
+        |_| true,
+    );
+    let video = ff_model::load::read_tensors(&shared.join("inputs.safetensors")).unwrap().remove("video").unwrap();
+    let video = Tensor::<B, 5>::from_data(video, &device);
+
+    let (mean, logvar) = vae.encode_moments(video.clone()).unwrap();
+    let (l1, mse) = reconstruction(vae.decode_unclamped(mean.clone()).unwrap(), video);
+    let loss = l1 + mse + kl_to_standard_normal(mean, logvar).mul_scalar(1e-4);
+    let reference: serde_json::Value =
+        serde_json::from_str(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/vae_grads.json"))).unwrap();
+    let expected_loss = reference["loss"].as_f64().unwrap();
+    assert!((f64::from(loss.clone().into_scalar()) - expected_loss).abs() < 1e-5 * expected_loss, "loss");
+
+    let ours = gradients(&vae, &loss.backward());
+    let expected = reference["grads"].as_object().unwrap();
+    assert_eq!(ours.len(), expected.len(), "every parameter gets a gradient");
+    for (path, grad) in ours {
+        let key = diffusers_key(&path);
+        let want = &expected.get(&key).unwrap_or_else(|| panic!("{key} ({path}) not in the reference"));
+        let values = grad.into_data().to_vec::<f32>().unwrap();
+        let norm = values.iter().map(|g| f64::from(*g).powi(2)).sum::<f64>().sqrt();
+        let probe: f64 = values.iter().enumerate().map(|(i, g)| f64::from(*g) * (0.1 * i as f64 + 1.0).sin()).sum();
+        let (want_norm, want_probe) = (want["norm"].as_f64().unwrap(), want["probe"].as_f64().unwrap());
+        assert!((norm - want_norm).abs() <= 1e-3 * want_norm + 1e-9, "{key}: |grad| {norm} vs {want_norm}");
+        assert!(
+            (probe - want_probe).abs() <= 1e-3 * want_norm * (values.len() as f64).sqrt() + 1e-9,
+            "{key}: probe {probe} vs {want_probe}"
+        );
+    }
+}
