@@ -26,7 +26,7 @@ steps=()
 [ -n "${STEPS:-}" ] && steps=(--steps "$STEPS")
 resume=()
 ls -d "$RUN"/step-* >/dev/null 2>&1 && resume=(--resume)
-"$BIN" train vae --out "$RUN" --config "$CONFIG" "${steps[@]}" "${resume[@]}"
+MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1} "$BIN" train vae --out "$RUN" --config "$CONFIG" "${steps[@]}" "${resume[@]}"
 "$BIN" vae eval --vae "$RUN/vae" --clips 8 --seconds 5
 mkdir -p "$(dirname "$OUT")"
 rm -rf "$OUT.tmp"
