@@ -47,7 +47,13 @@ pub struct VaeSection {
 
 impl Default for VaeSection {
     fn default() -> Self {
-        Self { model: WanVaeConfig::tiny_world(), clips: WorldClipsConfig::new(), loss: VaeObjectiveConfig::new(), stats_clips: 32, initial_logvar: -6.0 }
+        Self {
+            model: WanVaeConfig::tiny_world(),
+            clips: WorldClipsConfig::new(),
+            loss: VaeObjectiveConfig::new(),
+            stats_clips: 32,
+            initial_logvar: -6.0,
+        }
     }
 }
 
