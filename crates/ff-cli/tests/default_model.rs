@@ -4,8 +4,7 @@
 //! `$FF_MODEL_DIR` exactly as the repository's folder is found without it. The student's
 //! manifest sets the defaults (frame size, stage count and contract), the same seed gives the
 //! same MP4 bytes, a prompt outside the small world's vocabulary is refused with what the model
-//! knows, and a folder without a student says how to get one. `shipped_model.rs` runs the same
-//! checks on the trained `models/world/`.
+//! knows, and a folder without a student says how to get one.
 
 use std::fs;
 use std::path::{Path, PathBuf};
