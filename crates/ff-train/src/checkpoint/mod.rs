@@ -60,6 +60,7 @@ pub struct CheckpointState {
     pub cursor: Cursor,
     /// Clips in the dataset the cursor walks.
     pub clips: usize,
+    #[serde(deserialize_with = "TrainConfig::deserialize_with_defaults")]
     pub train: TrainConfig,
     pub dit: DitConfig,
     /// The DiT checkpoint the untrained parameters come from; `None` when the weight files hold

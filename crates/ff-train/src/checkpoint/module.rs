@@ -27,6 +27,7 @@ pub struct ModuleCheckpointState {
     pub cursor: Cursor,
     /// Clips in the dataset the cursor walks.
     pub clips: usize,
+    #[serde(deserialize_with = "TrainConfig::deserialize_with_defaults")]
     pub train: TrainConfig,
     /// The module's config (e.g. a `WanVaeConfig`), compared on resume.
     pub model: serde_json::Value,

@@ -91,6 +91,20 @@ pub struct TrainConfig {
 }
 
 impl TrainConfig {
+    /// Deserializes a config recorded by an earlier version (a checkpoint's `state.json`): keys
+    /// it lacks take their defaults, which keep the behaviour of the version that wrote it (e.g.
+    /// `final_lr_ratio` = 1, a constant rate). For `#[serde(deserialize_with = ...)]`.
+    pub fn deserialize_with_defaults<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let recorded = serde_json::Value::deserialize(deserializer)?;
+        let mut merged = serde_json::to_value(TrainConfig::new()).map_err(D::Error::custom)?;
+        match (merged.as_object_mut(), recorded) {
+            (Some(fields), serde_json::Value::Object(recorded)) => fields.extend(recorded),
+            (_, other) => return Err(D::Error::custom(format!("a train config must be an object, got {other}"))),
+        }
+        serde_json::from_value(merged).map_err(D::Error::custom)
+    }
+
     /// Learning rate of optimizer step `step` (1-based).
     pub fn lr_at(&self, step: usize) -> f64 {
         if step < self.warmup_steps {
@@ -166,6 +180,20 @@ mod tests {
             assert!((got - want).abs() < 1e-15, "{lrs:?}");
         }
         assert!(c.with_final_lr_ratio(1.5).validate().is_err());
+    }
+
+    #[test]
+    fn a_config_recorded_without_newer_keys_reads_with_their_defaults() {
+        #[derive(Deserialize)]
+        struct State {
+            #[serde(deserialize_with = "TrainConfig::deserialize_with_defaults")]
+            train: TrainConfig,
+        }
+        let mut recorded = serde_json::to_value(TrainConfig::new().with_lr(3e-4)).unwrap();
+        recorded.as_object_mut().unwrap().remove("final_lr_ratio");
+        let state: State = serde_json::from_value(serde_json::json!({ "train": recorded })).unwrap();
+        assert_eq!(state.train, TrainConfig::new().with_lr(3e-4));
+        assert!(serde_json::from_value::<State>(serde_json::json!({ "train": 3 })).is_err());
     }
 
     #[test]
