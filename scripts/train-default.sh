@@ -31,14 +31,7 @@ for need in vae/config.json text_encoder/config.json tokenizer/tokenizer.json te
 done
 mkdir -p "$RUNS"
 
-stage() { # stage NAME DONE-FILE COMMAND...: runs COMMAND unless DONE-FILE exists, timed
-    local name=$1 done=$2; shift 2
-    if [ -e "$done" ]; then echo "== $name: done ($done)"; return; fi
-    echo "== $name"
-    local start=$SECONDS
-    "$@"
-    echo "== $name: $((SECONDS - start)) s wall"
-}
+source scripts/world/stage.sh
 
 # The model directory both phases read: the teacher as its DiT (Phase 1's initialisation,
 # Phase 2's critic base) beside the codec and the text encoder, linked, never copied.

@@ -23,14 +23,7 @@ NICE=${NICE:-nice -n 5}
 [ -x "$BIN" ] || cargo build --release -p ff-cli
 mkdir -p "$RUNS" "$MODEL"
 
-stage() { # stage NAME DONE-FILE COMMAND...: runs COMMAND unless DONE-FILE exists, timed
-    local name=$1 done=$2; shift 2
-    if [ -e "$done" ]; then echo "== $name: done ($done)"; return; fi
-    echo "== $name"
-    local start=$SECONDS
-    "$@"
-    echo "== $name: $((SECONDS - start)) s wall"
-}
+source scripts/world/stage.sh
 
 # 1. Codec (the vae engineer's script): must leave MODEL/vae/{config.json,diffusion_pytorch_model.safetensors}.
 stage codec "$MODEL/vae/diffusion_pytorch_model.safetensors" bash scripts/world/train-vae.sh
