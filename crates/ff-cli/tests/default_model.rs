@@ -29,7 +29,10 @@ fn world_dir(root: &Path) -> PathBuf {
         write(&student.join(role).join("diffusion_pytorch_model.safetensors"), fs::read(weights).unwrap());
     }
     let manifest = serde_json::json!({
-        "contract": {"stages": 2, "anchor_stride": 4, "chunk": 2, "planner_block": 2, "history": 2, "planner_context": 4, "timestep_shift": 5.0},
+        "contract": {
+            "latents": 81, "stages": 2, "anchor_stride": 4, "anchor_window": 3, "chunk": 2, "planner_block": 2, "history": 2,
+            "planner_context": 4, "context_window": 21, "shift": 5.0, "use_anchors": true
+        },
         "frame_size": [32, 32],
         "vocabulary": "small-world"
     });

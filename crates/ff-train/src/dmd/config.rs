@@ -105,16 +105,22 @@ impl DmdConfig {
             .with_seed(generator.seed ^ 0xC417_1C00)
     }
 
-    /// The inference contract of the rollout (training reads what inference reads).
-    pub fn contract(&self) -> crate::Result<Contract> {
-        let config = ContractConfig::new(self.latents)
+    /// The contract config of the rollout's knobs at `latents` frames: what inference runs the
+    /// trained student with (its `flashforward.json`), and what [`DmdConfig::contract`] widens.
+    pub fn contract_config(&self, latents: usize) -> ContractConfig {
+        ContractConfig::new(latents)
             .with_stages(self.stages)
             .with_anchor_stride(self.anchor_stride)
             .with_chunk(self.chunk)
             .with_planner_block(self.planner_block)
             .with_history(self.history)
             .with_planner_context(self.planner_context)
-            .with_shift(self.timestep_shift);
+            .with_shift(self.timestep_shift)
+    }
+
+    /// The inference contract of the rollout (training reads what inference reads).
+    pub fn contract(&self) -> crate::Result<Contract> {
+        let config = self.contract_config(self.latents);
         let needed = (3 + (self.history + 1) * self.chunk).max(self.planner_context + self.planner_block);
         let config = config.clone().with_context_window(config.context_window.max(needed));
         Contract::new(config).map_err(|e| TrainError::Config(format!("dmd: {e}")))

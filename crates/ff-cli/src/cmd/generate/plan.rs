@@ -60,7 +60,7 @@ impl Plan {
         let frame = [args.height.unwrap_or(height), args.width.unwrap_or(width)];
         let latent_size = configs.latent_size(frame[0], frame[1])?;
         configs.check_latents(length.latents)?;
-        let trained = student.as_ref().map_or(ContractConfig::new(length.latents), |s| s.contract.config(length.latents));
+        let trained = student.as_ref().map_or(ContractConfig::new(length.latents), |s| s.contract_at(length.latents));
         let graph = args.schedule.build(&args.contract.contract_over(trained)?)?;
         let several = args.devices.count() > 1;
         let executor = args.executor.unwrap_or(if several { Executor::Wavefront } else { Executor::Serial });

@@ -17,53 +17,13 @@ pub const MANIFEST_FILE: &str = "flashforward.json";
 /// What a student was trained for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StudentManifest {
-    /// The inference contract of its training rollouts (the defaults of the contract flags).
-    pub contract: TrainedContract,
+    /// The contract config of its training rollouts (`DmdConfig::contract_config`): the
+    /// defaults of the contract flags; `latents` is replaced by the requested length.
+    pub contract: ContractConfig,
     /// Frame height and width in pixels of its training clips (`--height` / `--width` default).
     pub frame_size: [usize; 2],
     /// The words its prompts may use.
     pub vocabulary: Vocabulary,
-}
-
-/// The contract knobs of a student's training (all but the length), as `ff_train::dmd::DmdConfig`
-/// names them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrainedContract {
-    /// Denoising stages `S`.
-    pub stages: usize,
-    pub anchor_stride: usize,
-    pub chunk: usize,
-    pub planner_block: usize,
-    pub history: usize,
-    pub planner_context: usize,
-    pub timestep_shift: f64,
-}
-
-impl TrainedContract {
-    /// The knobs of a Phase 2 run.
-    pub fn of_dmd(c: &ff_train::dmd::DmdConfig) -> Self {
-        Self {
-            stages: c.stages,
-            anchor_stride: c.anchor_stride,
-            chunk: c.chunk,
-            planner_block: c.planner_block,
-            history: c.history,
-            planner_context: c.planner_context,
-            timestep_shift: c.timestep_shift,
-        }
-    }
-
-    /// The contract config of `latents` frames under these knobs.
-    pub fn config(&self, latents: usize) -> ContractConfig {
-        ContractConfig::new(latents)
-            .with_stages(self.stages)
-            .with_anchor_stride(self.anchor_stride)
-            .with_chunk(self.chunk)
-            .with_planner_block(self.planner_block)
-            .with_history(self.history)
-            .with_planner_context(self.planner_context)
-            .with_shift(self.timestep_shift)
-    }
 }
 
 /// The words a student's prompts may use.
@@ -87,6 +47,11 @@ impl Vocabulary {
 }
 
 impl StudentManifest {
+    /// Its training contract at `latents` frames.
+    pub fn contract_at(&self, latents: usize) -> ContractConfig {
+        ContractConfig { latents, ..self.contract.clone() }
+    }
+
     /// The manifest of the DiT folder `dit`; `None` when it has none (a plain DiT, a training run,
     /// a Wan model).
     pub fn read(dit: &Path) -> Result<Option<Self>> {
@@ -120,14 +85,15 @@ impl StudentManifest {
 mod tests {
     use super::*;
 
-    fn contract() -> TrainedContract {
-        TrainedContract::of_dmd(&ff_train::dmd::DmdConfig::new().with_stages(3).with_anchor_stride(4))
+    fn contract() -> ContractConfig {
+        ff_train::dmd::DmdConfig::new().with_stages(3).with_anchor_stride(4).contract_config(21)
     }
 
     #[test]
-    fn the_trained_knobs_make_the_training_rollouts_contract() {
+    fn the_manifests_contract_is_the_training_rollouts() {
         let dmd = ff_train::dmd::DmdConfig::new().with_latents(21).with_stages(3).with_chunk(2).with_history(2).with_planner_context(4);
-        let ours = ff_sched::Contract::new(TrainedContract::of_dmd(&dmd).config(21)).unwrap();
+        let manifest = StudentManifest { contract: dmd.contract_config(81), frame_size: [64, 64], vocabulary: Vocabulary::SmallWorld };
+        let ours = ff_sched::Contract::new(manifest.contract_at(21)).unwrap();
         let trained = dmd.contract().unwrap();
         assert_eq!((ours.anchors, ours.blocks, ours.chunks), (trained.anchors, trained.blocks, trained.chunks));
         assert_eq!((ours.timesteps, ours.config.history, ours.config.planner_context), (trained.timesteps, 2, 4));

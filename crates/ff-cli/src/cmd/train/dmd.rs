@@ -22,7 +22,7 @@ use super::run::{Session, Steps, drive};
 use crate::backend::{BackendTask, CpuBackend, Precision, cpu_device, dispatch};
 use crate::cmd::generate::configs::Configs;
 use crate::cmd::generate::paths::{Fallback, FileFlags, dit_files};
-use crate::cmd::generate::student::{StudentManifest, TrainedContract, Vocabulary};
+use crate::cmd::generate::student::{StudentManifest, Vocabulary};
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
@@ -124,7 +124,7 @@ fn student_manifest(session: &Session<Section>) -> Result<StudentManifest> {
         );
     }
     Ok(StudentManifest {
-        contract: TrainedContract::of_dmd(&session.config.objective.objective),
+        contract: session.config.objective.objective.contract_config(session.config.objective.objective.latents),
         frame_size: first.frame_size,
         vocabulary: Vocabulary::of_captions(clips.iter().map(|c| c.caption.as_str())),
     })
