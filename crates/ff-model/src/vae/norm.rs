@@ -39,8 +39,11 @@ impl<B: Backend, const G: usize> WanRmsNorm<B, G> {
         let dtype = x.dtype();
         let x = x.cast(DType::F32);
         let channels = x.dims()[1] as f64;
-        let norm = x.clone().powi_scalar(2).sum_dim(1).sqrt().clamp_min(NORMALIZE_EPS);
-        let gamma = self.gamma.val().cast(DType::F32).unsqueeze::<D>();
-        (x / norm * gamma * channels.sqrt()).cast(dtype)
+        // One reciprocal per pixel and one per channel, then two broadcast products: the
+        // full-size division and scalar product (and their backward) are the codec training
+        // step's costliest element-wise ops on the CPU.
+        let inverse_norm = x.clone().powi_scalar(2).sum_dim(1).sqrt().clamp_min(NORMALIZE_EPS).recip();
+        let scale = self.gamma.val().cast(DType::F32).mul_scalar(channels.sqrt()).unsqueeze::<D>();
+        (x * inverse_norm * scale).cast(dtype)
     }
 }
