@@ -110,6 +110,24 @@ pub trait AnyBackendObjective: Sync {
     ) -> ff_train::Result<Loss<Autodiff<B>>>;
 }
 
+/// [`AnyBackendObjective`] for objectives that are an [`Objective`] on every `Autodiff<B>` (Rust
+/// cannot state "for every backend" as a bound, hence one impl per type).
+macro_rules! any_backend_objective {
+    ($($objective:ty),*) => {$(
+        impl AnyBackendObjective for $objective {
+            fn loss<B: AttentionBackend>(
+                &self,
+                model: &WanDit<Autodiff<B>>,
+                clip: &LatentClip,
+                rng: &mut TrainRng,
+            ) -> ff_train::Result<Loss<Autodiff<B>>> {
+                Objective::loss(self, model, clip, rng)
+            }
+        }
+    )*};
+}
+any_backend_objective!(ff_train::sft::SftObjective, ff_train::teacher::TeacherObjective);
+
 /// An [`AnyBackendObjective`] as the engine's [`Objective`] on one backend.
 struct OnBackend<'a, O>(&'a O);
 

@@ -9,13 +9,9 @@
 //! config type and default.
 
 use super::config::{RunConfig, RunFlags};
-use super::run::{AnyBackendObjective, Session, train};
+use super::run::{Session, train};
 use anyhow::{Context, Result, bail};
-use burn::backend::Autodiff;
-use ff_model::{AttentionBackend, WanDit};
-use ff_train::data::LatentClip;
 use ff_train::sft::{SftConfig, SftObjective};
-use ff_train::{Loss, Objective, TrainRng};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,17 +28,6 @@ fn default_objective_config() -> ObjectiveConfig {
 /// The objective `train sft` optimises.
 pub fn objective(config: &ObjectiveConfig) -> Result<SftObjective> {
     Ok(SftObjective::new(config.clone())?)
-}
-
-impl AnyBackendObjective for SftObjective {
-    fn loss<B: AttentionBackend>(
-        &self,
-        model: &WanDit<Autodiff<B>>,
-        clip: &LatentClip,
-        rng: &mut TrainRng,
-    ) -> ff_train::Result<Loss<Autodiff<B>>> {
-        Objective::loss(self, model, clip, rng)
-    }
 }
 
 #[derive(clap::Args)]

@@ -11,16 +11,12 @@
 
 use super::config::{RunConfig, RunFlags};
 use super::export::export_teacher;
-use super::run::{AnyBackendObjective, Session, train};
+use super::run::{Session, train};
 use crate::backend::{CpuBackend, cpu_device};
 use crate::cmd::world::files::WorldDir;
 use anyhow::{Context, Result, bail};
-use burn::backend::Autodiff;
-use ff_model::{AttentionBackend, WanDit};
-use ff_train::data::LatentClip;
 use ff_train::engine::{TrainConfig, Trainable};
 use ff_train::teacher::{TeacherConfig, TeacherObjective};
-use ff_train::{Loss, Objective, TrainRng};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -40,17 +36,6 @@ fn default_train() -> TrainConfig {
         .with_batch(8)
         .with_ema_decay(0.995)
         .with_checkpoint_every(100)
-}
-
-impl AnyBackendObjective for TeacherObjective {
-    fn loss<B: AttentionBackend>(
-        &self,
-        model: &WanDit<Autodiff<B>>,
-        clip: &LatentClip,
-        rng: &mut TrainRng,
-    ) -> ff_train::Result<Loss<Autodiff<B>>> {
-        Objective::loss(self, model, clip, rng)
-    }
 }
 
 #[derive(clap::Args)]
