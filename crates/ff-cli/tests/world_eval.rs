@@ -54,6 +54,14 @@ fn world_clips_score_against_their_captions_after_h264() {
     let out = flashforward(&["world", "--out", &d, "--clips", "6", "--seconds", "5", "--seed", "11"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 written, 6 kept"));
     assert_eq!(std::fs::read(dir.join("captions.jsonl")).unwrap(), before);
+    // Another seed into the same folder would keep clips that match none of its captions: refused.
+    let other = Command::new(env!("CARGO_BIN_EXE_flashforward"))
+        .args(["world", "--out", &d, "--clips", "8", "--seconds", "5", "--seed", "12"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success() && err.contains("\"seed\":11") && err.contains("another --out"), "{err}");
+    assert_eq!(std::fs::read(dir.join("captions.jsonl")).unwrap(), before);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

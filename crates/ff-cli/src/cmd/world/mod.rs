@@ -4,7 +4,9 @@
 //!
 //! Clip `i` is drawn from seed `hash(seed, i)`, so a dataset is reproducible and a rerun resumes:
 //! clips already on disk (each MP4 is written atomically) are kept, and both JSONL files are
-//! rewritten atomically at the end.
+//! rewritten atomically at the end. `world.json` records what fixes a clip's content (every scene
+//! flag but the count); a rerun with other values into the same folder is refused, since its kept
+//! clips would not match the new captions.
 //!
 //! The small world's other data commands live beside it: [`text`] (`world-text`: tokenizer and
 //! frozen text encoder) and [`latents`] (`world-latents`: latent shards straight from the
@@ -15,7 +17,7 @@ pub mod latents;
 pub mod text;
 
 use crate::video::{Frame, VideoSink, atomic::write_atomic};
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use ff_world::render::{frames_for_seconds, render};
 use ff_world::{Scene, SceneConfig};
 use std::io::Write;
@@ -58,11 +60,44 @@ pub struct Scenes {
     pub gradient: f64,
 }
 
+/// The file recording the parameters of a `world` folder's clips.
+pub const PARAMS_FILE: &str = "world.json";
+
 impl Scenes {
+    /// Every parameter that fixes a clip's content (all but the count).
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({
+            "seconds": self.seconds, "seed": self.seed, "width": self.width, "height": self.height,
+            "two_objects": self.two_objects, "gradient": self.gradient,
+        })
+    }
+
     /// Clip `i`'s scene.
     pub fn scene(&self, i: usize) -> Scene {
         let config = SceneConfig { width: self.width, height: self.height, two_objects: self.two_objects, gradient: self.gradient };
         Scene::sample(clip_seed(self.seed, i), &config)
+    }
+}
+
+/// Refuses a folder whose clips were drawn with other parameters (or with unknown ones), and
+/// records the parameters of a new folder.
+fn check_params(args: &Args) -> Result<()> {
+    let (params, file) = (args.scenes.params(), args.out.join(PARAMS_FILE));
+    match std::fs::read_to_string(&file) {
+        Ok(text) => {
+            let old: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", file.display()))?;
+            if old != params {
+                bail!(
+                    "{} holds clips drawn with {old}, not {params}: its clips would not match the new captions; use another --out or the same flags",
+                    args.out.display()
+                );
+            }
+            Ok(())
+        }
+        Err(_) if args.out.join("clip_00000.mp4").exists() => {
+            bail!("{} holds clips but no {PARAMS_FILE} saying how they were drawn: use another --out", args.out.display())
+        }
+        Err(_) => write_atomic(&file, |w| Ok(writeln!(w, "{params}")?)),
     }
 }
 
@@ -73,6 +108,7 @@ pub fn clip_seed(seed: u64, i: usize) -> u64 {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    check_params(&args)?;
     let frames = frames_for_seconds(args.scenes.seconds);
     let mut captions = Vec::with_capacity(args.scenes.clips);
     let mut scenes = Vec::with_capacity(args.scenes.clips);
