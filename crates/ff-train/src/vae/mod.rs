@@ -1,6 +1,6 @@
 //! Training the codec: the Wan VAE as a β-VAE on RGB clips of the small world.
 //!
-//! * [`data`]: [`VideoClip`] (`[3, T, H, W]` f32 in `[-1, 1]` on the host) and [`WorldClips`], a
+//! * [`data`]: [`VideoClip`] (`[N, 3, T, H, W]` f32 in `[-1, 1]` on the host) and [`WorldClips`], a
 //!   dataset rendered on the fly from scene seeds (no files: every index is a fresh scene and
 //!   time window, so the codec never sees the same clip twice in a run; held-out seeds are a
 //!   disjoint range).

@@ -1,4 +1,4 @@
-//! [`VaeObjective`]: the codec's loss on one clip `x` (`[1, 3, T, H, W]`):
+//! [`VaeObjective`]: the codec's loss on one stack of clips `x` (`[N, 3, T, H, W]`):
 //! `(μ, log σ²) = encode(x)`, `z = μ + σ·ε` with ε from the clip's random stream,
 //! `x̂ = decode(z)` without the output clamp, and
 //! `loss = w₁·mean|x̂ − x| + w₂·mean(x̂ − x)² + β·mean KL(N(μ, σ²) ‖ N(0, 1))`.
@@ -53,8 +53,8 @@ where
 {
     fn loss(&self, model: &WanVae<B>, clip: &VideoClip, rng: &mut TrainRng) -> crate::Result<Loss<B>> {
         let t = clip.frames();
-        if t < 5 || t % 4 != 1 {
-            return Err(TrainError::Shape(format!("codec clips need 1 + 4k frames (k ≥ 1), got {:?}", clip.frames.shape)));
+        if t % 4 != 1 {
+            return Err(TrainError::Shape(format!("codec clips need 1 + 4k frames, got {:?}", clip.frames.shape)));
         }
         let device = model.quant_conv.bias.val().device();
         let video = clip.tensor::<B>(&device);

@@ -104,11 +104,38 @@ fn resume_from_a_module_checkpoint_is_bit_exact() {
 fn world_clips_are_reproducible_in_range_and_distinct() {
     let data = WorldClips::new(WorldClipsConfig::new().with_frames(9)).unwrap();
     let a = data.get(7).unwrap().frames.to_vec::<f32>().unwrap();
-    assert_eq!(data.get(7).unwrap().frames.shape.to_vec(), [3, 9, 64, 64]);
+    assert_eq!(data.get(7).unwrap().frames.shape.to_vec(), [1, 3, 9, 64, 64]);
     assert_eq!(a, data.get(7).unwrap().frames.to_vec::<f32>().unwrap());
     assert_ne!(a, data.get(8).unwrap().frames.to_vec::<f32>().unwrap());
     assert!(a.iter().all(|v| (-1.0..=1.0).contains(v)));
     assert!(WorldClips::new(WorldClipsConfig::new().with_frames(8)).is_err());
+}
+
+/// A stack of cropped clips holds, for each of its scenes, a window of that scene's whole clip at
+/// the same frames, and the bad crop and stack sizes are refused.
+#[test]
+fn world_clips_crop_windows_of_the_whole_clips_and_stack_them() {
+    let whole = WorldClips::new(WorldClipsConfig::new().with_frames(1).with_first_seed(5)).unwrap();
+    let cropped = WorldClips::new(WorldClipsConfig::new().with_frames(1).with_first_seed(5).with_crop(24).with_stack(3)).unwrap();
+    assert_eq!(cropped.len(), 1_000_000 / 3);
+    let stack = cropped.get(1).unwrap();
+    assert_eq!(stack.frames.shape.to_vec(), [3, 3, 1, 24, 24]);
+    let crops = stack.frames.to_vec::<f32>().unwrap();
+    let mut corners = Vec::new();
+    for j in 0..3 {
+        let full = whole.get(3 + j).unwrap().frames.to_vec::<f32>().unwrap();
+        let crop = &crops[j * 3 * 24 * 24..(j + 1) * 3 * 24 * 24];
+        let at = |top: usize, left: usize| {
+            (0..3).all(|c| (0..24).all(|y| (0..24).all(|x| crop[(c * 24 + y) * 24 + x] == full[(c * 64 + top + y) * 64 + left + x])))
+        };
+        let found: Vec<(usize, usize)> = (0..=40).flat_map(|t| (0..=40).map(move |l| (t, l))).filter(|&(t, l)| at(t, l)).collect();
+        assert!(!found.is_empty(), "clip {j}: the crop is no window of its scene's frame");
+        corners.push(found[0]);
+    }
+    assert!(corners.windows(2).any(|w| w[0] != w[1]), "every crop at the same corner: {corners:?}");
+    for bad in [WorldClipsConfig::new().with_crop(12), WorldClipsConfig::new().with_crop(72), WorldClipsConfig::new().with_stack(0)] {
+        assert!(WorldClips::new(bad).is_err());
+    }
 }
 
 /// The codec shipped in `models/world/vae`, on two held-out clips (scene seeds 2^40, 2^40 + 1,

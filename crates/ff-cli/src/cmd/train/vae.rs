@@ -4,14 +4,16 @@
 //! sees fresh scenes and time windows. Same conventions as `train sft`: flags override the config
 //! file, `[train]` holds the engine's keys and `[vae]` the codec's (`model`, `clips`, `loss`,
 //! `stats_clips`, `initial_logvar`), checkpoints every `checkpoint_every` steps, Ctrl-C checkpoints and exits 130,
-//! `--resume` continues from the newest checkpoint. A finished run exports its EMA weights to
+//! `--resume` continues from the newest checkpoint. `--model-dir DIR` starts from an exported
+//! codec instead of random weights (a fresh run: new optimizer state and schedule), so a run on
+//! single cropped frames can be followed by one on 17-frame clips. A finished run exports its EMA weights to
 //! `RUN/vae/` (`config.json` with the measured latent mean/std, and
 //! `diffusion_pytorch_model.safetensors`), the layout `generate --vae` and `encode-videos` read.
 
 use super::config::{RunConfig, RunFlags};
 use super::run::{Steps, drive, resume_checkpoint, save_effective_config};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
-use crate::cmd::vae::export::{EXPORT_DIR, export};
+use crate::cmd::vae::export::{EXPORT_DIR, WEIGHTS_FILE, export};
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
@@ -75,16 +77,34 @@ pub fn train_defaults() -> TrainConfig {
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// An exported codec (`config.json` + `diffusion_pytorch_model.safetensors`, e.g. an earlier
+    /// run's `RUN/vae/`) whose weights start this run; its architecture must be `[vae.model]`'s.
+    #[arg(long)]
+    model_dir: Option<PathBuf>,
     #[command(flatten)]
     run: RunFlags,
+}
+
+/// The codec in `dir`, checked against the run's architecture (latent statistics aside).
+fn starting_codec(dir: &Path, model: &WanVaeConfig) -> Result<WanVaeConfig> {
+    let path = dir.join("config.json");
+    let found = WanVaeConfig::from_json(&path).with_context(|| format!("reading the starting codec {}", path.display()))?;
+    let same = WanVaeConfig { latents_mean: model.latents_mean.clone(), latents_std: model.latents_std.clone(), ..found.clone() };
+    if &same != model {
+        bail!("the starting codec {} is not the run's architecture `[vae.model]`:\n  {found:?}\n  {model:?}", path.display());
+    }
+    Ok(found)
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut config = RunConfig::defaults(SECTION, VaeSection::default());
     config.train = train_defaults();
-    let config = config.with_flags(&args.run, &None, &None)?;
-    if config.paths.model_dir.is_some() || config.paths.data.is_some() {
-        bail!("train vae renders its clips and starts from random weights: `model_dir` and `data` are not used");
+    let config = config.with_flags(&args.run, &args.model_dir, &None)?;
+    if config.paths.data.is_some() {
+        bail!("train vae renders its clips: `data` is not used");
+    }
+    if let Some(dir) = &config.paths.model_dir {
+        starting_codec(dir, &config.objective.model)?;
     }
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
     let devices: DeviceSpec = config.paths.devices.parse()?;
@@ -113,7 +133,10 @@ impl BackendTask for TrainVae {
         let TrainVae { config, out, resume, objective, clips } = self;
         let section = &config.objective;
         Autodiff::<B>::seed(&devices[0], config.train.seed);
-        let model = with_initial_logvar(section.model.init::<Autodiff<B>>(&devices[0]), section.initial_logvar);
+        let model = match &config.paths.model_dir {
+            Some(dir) => WanVae::load(dir.join(WEIGHTS_FILE), &starting_codec(dir, &section.model)?, &devices[0])?,
+            None => with_initial_logvar(section.model.init::<Autodiff<B>>(&devices[0]), section.initial_logvar),
+        };
         let described = serde_json::to_value(&section.model)?;
         let mut trainer = Trainer::for_module(config.train.clone(), model, devices, clips.len())?;
         if let Some(dir) = &resume {
