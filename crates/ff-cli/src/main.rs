@@ -1,17 +1,12 @@
 //! `flashforward`: generate, benchmark, train and evaluate FlashForward video models.
 
+mod alloc;
 mod backend;
 mod cmd;
 mod progress;
 mod video;
 
 use clap::{Parser, Subcommand};
-
-/// CPU forwards allocate and free score matrices of tens of MB per layer; glibc's malloc hands
-/// each back to the kernel (mmap/munmap, page faults: half the wall time of a CPU run), mimalloc
-/// keeps them for reuse.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(name = "flashforward", version, about = "Fast autoregressive video diffusion with FlashForward")]
@@ -73,6 +68,7 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    alloc::keep_freed_pages();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(args) => cmd::generate::run(args),
