@@ -1,4 +1,5 @@
-//! [`AttentionBackend`]: the backend extension behind [`crate::attention`].
+//! [`AttentionBackend`]: the backend extension behind [`crate::attention`] (and
+//! [`crate::gelu_tanh`], the model's other fused CPU kernel).
 //!
 //! A backend with a fused block-sparse attention kernel returns it from
 //! [`AttentionBackend::fused_attention`]; the others return `None` and the portable path (stock
@@ -62,6 +63,21 @@ pub trait AttentionBackend: Backend {
         let _ = (q, k, v, out, lse, grad, table);
         None
     }
+
+    /// Whether the `fused_gelu_*` methods run a kernel on this backend (f32 tensors).
+    const FUSED_GELU: bool = false;
+
+    /// The tanh-form GELU of a rank-1 tensor as one kernel. `None`: no kernel here.
+    fn fused_gelu_tanh(x: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+        let _ = x;
+        None
+    }
+
+    /// `grad · gelu_tanh′(x)` of rank-1 tensors as one kernel. `None`: no kernel here.
+    fn fused_gelu_tanh_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+        let _ = (x, grad);
+        None
+    }
 }
 
 /// The backend's fused kernel on tensors, or `None` where it has none.
@@ -99,6 +115,16 @@ macro_rules! cpu_kernel {
             table: &BlockTable,
         ) -> Option<[FloatTensor<Self>; 3]> {
             crate::cpu::backward_tensors::<Self>([q, k, v, out, grad], lse, table)
+        }
+
+        const FUSED_GELU: bool = true;
+
+        fn fused_gelu_tanh(x: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+            crate::cpu::gelu::forward_tensor::<Self>(x)
+        }
+
+        fn fused_gelu_tanh_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+            crate::cpu::gelu::backward_tensor::<Self>(x, grad)
         }
     };
 }
@@ -146,6 +172,22 @@ impl<B: AttentionBackend> Backward<B, 3> for FusedAttentionBackward {
     }
 }
 
+#[derive(Debug)]
+struct FusedGeluBackward;
+
+impl<B: AttentionBackend> Backward<B, 1> for FusedGeluBackward {
+    /// The input.
+    type State = FloatTensor<B>;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let dx = B::fused_gelu_tanh_backward(ops.state, grad).expect("the inner backend ran the fused GELU, so it has its backward");
+        if let [Some(node)] = ops.parents {
+            grads.register::<B>(node.id, dx);
+        }
+    }
+}
+
 impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B, C> {
     const FUSED_ATTENTION: bool = B::FUSED_ATTENTION;
 
@@ -161,6 +203,21 @@ impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B
                 Some(prep.finish(saved, out))
             }
             OpsKind::UnTracked(prep) => Some(prep.finish(B::fused_attention(q.primitive, k.primitive, v.primitive, table)?)),
+        }
+    }
+
+    const FUSED_GELU: bool = B::FUSED_GELU;
+
+    fn fused_gelu_tanh(x: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+        if !B::FUSED_GELU || burn::tensor::TensorMetadata::dtype(&x.primitive) != burn::tensor::DType::F32 {
+            return None;
+        }
+        match FusedGeluBackward.prepare::<C>([x.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let out = B::fused_gelu_tanh(x.primitive.clone())?;
+                Some(prep.finish(x.primitive, out))
+            }
+            OpsKind::UnTracked(prep) => Some(prep.finish(B::fused_gelu_tanh(x.primitive)?)),
         }
     }
 }

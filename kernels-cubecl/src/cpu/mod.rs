@@ -16,6 +16,7 @@
 
 mod backward;
 mod forward;
+pub mod gelu;
 mod gemm;
 mod host;
 mod simd;

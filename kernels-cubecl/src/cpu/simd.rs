@@ -1,5 +1,6 @@
 //! Row kernels of the CPU attention in f32, written as fixed 16-lane loops the compiler
-//! vectorises: exp (Cephes `expf` polynomial, ≤ 2 ulp), row max, dot product. Sums use 16 lane
+//! vectorises: exp (Cephes `expf` polynomial, ≤ 2 ulp), row max, dot product; and the tanh-form
+//! GELU and its derivative on the same exp. Sums use 16 lane
 //! accumulators reduced in a fixed order, so a result depends only on the row, never on the
 //! thread or the instruction set: the AVX-512 / AVX2 builds chosen at run time compute the same
 //! bits as the baseline build (no fused multiply-add is formed).
@@ -92,6 +93,33 @@ fn dot_body(a: &[f32], b: &[f32]) -> f32 {
     reduce(acc)
 }
 
+/// √(2/π) and the cubic coefficient of the tanh-form GELU.
+const GELU_K: f32 = 0.797_884_6;
+const GELU_C: f32 = 0.044_715;
+
+/// `out[i] = gelu(x[i])` in the form `x·σ(2u)`, `u = √(2/π)·(x + 0.044715·x³)`, which equals
+/// `0.5·x·(1 + tanh u)`; `σ(2u) = 1 / (1 + exp(−2u))` (`exp` saturates at `e⁸⁸`, so very negative
+/// inputs give −0 and very positive ones `x`).
+#[inline(always)]
+fn gelu_tanh_body(x: &[f32], out: &mut [f32]) {
+    for (o, &x) in out.iter_mut().zip(x) {
+        let u = GELU_K * (x + GELU_C * x * x * x);
+        *o = x / (1.0 + exp1(-2.0 * u));
+    }
+}
+
+/// `out[i] = grad[i] · gelu′(x[i])`, `gelu′ = s + x·s·(1 − s)·2u′`, `s = σ(2u)`,
+/// `u′ = √(2/π)·(1 + 3·0.044715·x²)`.
+#[inline(always)]
+fn gelu_tanh_grad_body(x: &[f32], grad: &[f32], out: &mut [f32]) {
+    for ((o, &x), &g) in out.iter_mut().zip(x).zip(grad) {
+        let u = GELU_K * (x + GELU_C * x * x * x);
+        let s = 1.0 / (1.0 + exp1(-2.0 * u));
+        let du = GELU_K * (1.0 + 3.0 * GELU_C * x * x);
+        *o = g * (s + x * s * (1.0 - s) * 2.0 * du);
+    }
+}
+
 /// Dispatches `$body($args)` to an AVX-512 or AVX2 build of it when the CPU has one.
 macro_rules! dispatch {
     ($body:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {{
@@ -129,6 +157,16 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     dispatch!(dot_body(a: &[f32], b: &[f32]) -> f32)
 }
 
+/// `out[i] = gelu_tanh(x[i])` over the common length.
+pub fn gelu_tanh(x: &[f32], out: &mut [f32]) {
+    dispatch!(gelu_tanh_body(x: &[f32], out: &mut [f32]) -> ())
+}
+
+/// `out[i] = grad[i] · gelu_tanh′(x[i])` over the common length.
+pub fn gelu_tanh_grad(x: &[f32], grad: &[f32], out: &mut [f32]) {
+    dispatch!(gelu_tanh_grad_body(x: &[f32], grad: &[f32], out: &mut [f32]) -> ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +191,35 @@ mod tests {
         assert_eq!(fast, base);
         assert_eq!(dot(&xs, &fast).to_bits(), dot_body(&xs, &base).to_bits());
         assert_eq!(max(&xs[..999]), xs[..999].iter().cloned().fold(f32::NEG_INFINITY, f32::max));
+        let (mut fast, mut base) = (vec![0.0; xs.len()], vec![0.0; xs.len()]);
+        gelu_tanh(&xs, &mut fast);
+        gelu_tanh_body(&xs, &mut base);
+        assert_eq!(fast, base);
+        gelu_tanh_grad(&xs, &ys(&xs), &mut fast);
+        gelu_tanh_grad_body(&xs, &ys(&xs), &mut base);
+        assert_eq!(fast, base);
+    }
+
+    fn ys(xs: &[f32]) -> Vec<f32> {
+        xs.iter().map(|x| 1.0 - x / 40.0).collect()
+    }
+
+    /// Against `0.5·x·(1 + tanh u)` and its derivative in f64, over the range activations take
+    /// and beyond (where the exp saturates).
+    #[test]
+    fn gelu_tanh_and_its_derivative_match_the_tanh_formula_in_f64() {
+        let xs: Vec<f32> = (0..20_001).map(|i| -60.0 + 120.0 * i as f32 / 20_000.0).collect();
+        let (mut out, mut grad) = (vec![0.0; xs.len()], vec![0.0; xs.len()]);
+        gelu_tanh(&xs, &mut out);
+        gelu_tanh_grad(&xs, &vec![1.0; xs.len()], &mut grad);
+        let k = (2.0 / std::f64::consts::PI).sqrt();
+        for ((&x, &y), &dy) in xs.iter().zip(&out).zip(&grad) {
+            let x = f64::from(x);
+            let t = (k * (x + 0.044715 * x * x * x)).tanh();
+            let want = 0.5 * x * (1.0 + t);
+            let dwant = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+            assert!((f64::from(y) - want).abs() <= 1e-6 * (1.0 + want.abs()), "gelu({x}) = {y}, want {want}");
+            assert!((f64::from(dy) - dwant).abs() <= 2e-6 * (1.0 + dwant.abs()), "gelu'({x}) = {dy}, want {dwant}");
+        }
     }
 }

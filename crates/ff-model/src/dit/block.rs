@@ -13,9 +13,8 @@ use super::rope::RopeTable;
 use crate::lora::{LoraConfig, Role, RoleSelect};
 use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::activation::gelu_approximate;
 use burn::tensor::{DType, Distribution, Tensor};
-use kernels_cubecl::AttentionBackend;
+use kernels_cubecl::{AttentionBackend, gelu_tanh};
 
 /// LayerNorm without affine parameters over the last dimension (input already f32).
 pub fn layer_norm<B: AttentionBackend, const D: usize>(x: Tensor<B, D>, eps: f64) -> Tensor<B, D> {
@@ -106,7 +105,7 @@ impl<B: AttentionBackend> DitBlock<B> {
         let x = frames(x);
 
         let h = adaln(x.clone(), &m[3], &m[4], self.eps, dtype);
-        let ff = self.ffn.forward(h, gelu_approximate);
+        let ff = self.ffn.forward(h, gelu_tanh);
         ((x + ff.cast(DType::F32) * m[5].clone()).cast(dtype), own)
     }
 }

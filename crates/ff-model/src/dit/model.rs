@@ -27,9 +27,10 @@ use crate::lora::{LoraConfig, Role, RoleSelect};
 use burn::module::{Module, Param};
 use burn::nn::Linear;
 use burn::nn::LinearConfig;
-use burn::tensor::activation::{gelu_approximate, silu};
+use burn::tensor::activation::silu;
 use burn::tensor::{DType, Int, Tensor};
 use kernels_cubecl::AttentionBackend;
+use kernels_cubecl::gelu_tanh;
 
 /// The Wan2.1 text-to-video diffusion transformer, with optional planner/renderer roles.
 #[derive(Module, Debug)]
@@ -128,7 +129,7 @@ impl<B: AttentionBackend> WanDit<B> {
 
     /// Embeds a prompt once: `context [batch, text_tokens, text_dim]` → per-layer cross K/V.
     pub fn text_context(&self, context: Tensor<B, 3>) -> TextContext<B> {
-        let text = self.text_embedding.forward(context.cast(self.dtype()), gelu_approximate);
+        let text = self.text_embedding.forward(context.cast(self.dtype()), gelu_tanh);
         TextContext { layers: self.blocks.iter().map(|b| b.cross_attn.text_kv(text.clone())).collect() }
     }
 
