@@ -64,8 +64,9 @@ pub trait AttentionBackend: Backend {
         None
     }
 
-    /// Whether the `fused_gelu_*` methods run a kernel on this backend (f32 tensors).
-    const FUSED_GELU: bool = false;
+    /// Whether the fused element-wise kernels (`fused_gelu_*`, `fused_rope`) run on this backend
+    /// (f32 tensors).
+    const FUSED_ELEMENTWISE: bool = false;
 
     /// The tanh-form GELU of a rank-1 tensor as one kernel. `None`: no kernel here.
     fn fused_gelu_tanh(x: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
@@ -76,6 +77,13 @@ pub trait AttentionBackend: Backend {
     /// `grad · gelu_tanh′(x)` of rank-1 tensors as one kernel. `None`: no kernel here.
     fn fused_gelu_tanh_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
         let _ = (x, grad);
+        None
+    }
+
+    /// `x: [batch, tokens, heads, head_dim]` with its pairs rotated by `cos, sin: [batch or 1,
+    /// tokens, head_dim/2]` (a constant table: no gradient flows to it). `None`: no kernel here.
+    fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+        let _ = (x, cos, sin);
         None
     }
 }
@@ -117,7 +125,7 @@ macro_rules! cpu_kernel {
             crate::cpu::backward_tensors::<Self>([q, k, v, out, grad], lse, table)
         }
 
-        const FUSED_GELU: bool = true;
+        const FUSED_ELEMENTWISE: bool = true;
 
         fn fused_gelu_tanh(x: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
             crate::cpu::gelu::forward_tensor::<Self>(x)
@@ -125,6 +133,10 @@ macro_rules! cpu_kernel {
 
         fn fused_gelu_tanh_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
             crate::cpu::gelu::backward_tensor::<Self>(x, grad)
+        }
+
+        fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+            crate::cpu::rope::rope_tensor::<Self>(x, cos, sin)
         }
     };
 }
@@ -188,6 +200,23 @@ impl<B: AttentionBackend> Backward<B, 1> for FusedGeluBackward {
     }
 }
 
+#[derive(Debug)]
+struct FusedRopeBackward;
+
+impl<B: AttentionBackend> Backward<B, 1> for FusedRopeBackward {
+    /// The table: cos, sin.
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let (cos, sin) = ops.state;
+        let dx = B::fused_rope(grad, cos, B::float_neg(sin)).expect("the inner backend ran the fused rotation, so it runs its inverse");
+        if let [Some(node)] = ops.parents {
+            grads.register::<B>(node.id, dx);
+        }
+    }
+}
+
 impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B, C> {
     const FUSED_ATTENTION: bool = B::FUSED_ATTENTION;
 
@@ -206,10 +235,10 @@ impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B
         }
     }
 
-    const FUSED_GELU: bool = B::FUSED_GELU;
+    const FUSED_ELEMENTWISE: bool = B::FUSED_ELEMENTWISE;
 
     fn fused_gelu_tanh(x: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
-        if !B::FUSED_GELU || burn::tensor::TensorMetadata::dtype(&x.primitive) != burn::tensor::DType::F32 {
+        if !B::FUSED_ELEMENTWISE || burn::tensor::TensorMetadata::dtype(&x.primitive) != burn::tensor::DType::F32 {
             return None;
         }
         match FusedGeluBackward.prepare::<C>([x.node.clone()]).compute_bound().stateful() {
@@ -218,6 +247,19 @@ impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B
                 Some(prep.finish(x.primitive, out))
             }
             OpsKind::UnTracked(prep) => Some(prep.finish(B::fused_gelu_tanh(x.primitive)?)),
+        }
+    }
+
+    fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+        if !B::FUSED_ELEMENTWISE || burn::tensor::TensorMetadata::dtype(&x.primitive) != burn::tensor::DType::F32 {
+            return None;
+        }
+        match FusedRopeBackward.prepare::<C>([x.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let out = B::fused_rope(x.primitive, cos.primitive.clone(), sin.primitive.clone())?;
+                Some(prep.finish((cos.primitive, sin.primitive), out))
+            }
+            OpsKind::UnTracked(prep) => Some(prep.finish(B::fused_rope(x.primitive, cos.primitive, sin.primitive)?)),
         }
     }
 }

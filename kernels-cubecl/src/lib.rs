@@ -32,7 +32,7 @@ pub fn attention<B: AttentionBackend>(q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tenso
 /// The tanh-form GELU, `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`: one fused pass on the CPU
 /// backends' f32 tensors ([`cpu::gelu`]), Burn's `gelu_approximate` elsewhere.
 pub fn gelu_tanh<B: AttentionBackend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
-    if !B::FUSED_GELU {
+    if !B::FUSED_ELEMENTWISE {
         return burn::tensor::activation::gelu_approximate(x);
     }
     let shape = x.shape();
@@ -41,6 +41,18 @@ pub fn gelu_tanh<B: AttentionBackend, const D: usize>(x: Tensor<B, D>) -> Tensor
         Some(out) => Tensor::<B, 1>::from_primitive(burn::tensor::TensorPrimitive::Float(out)).reshape(shape),
         None => burn::tensor::activation::gelu_approximate(x),
     }
+}
+
+/// `x: [batch, tokens, heads, head_dim]` with the pairs `(x[2j], x[2j+1])` rotated by the angles
+/// of `cos, sin: [batch or 1, tokens, head_dim/2]`, as one fused pass on the CPU backends' f32
+/// tensors ([`cpu::rope`]); `None` where no kernel runs (the caller composes it from tensor ops).
+pub fn rope<B: AttentionBackend>(x: Tensor<B, 4>, cos: Tensor<B, 3>, sin: Tensor<B, 3>) -> Option<Tensor<B, 4>> {
+    if !B::FUSED_ELEMENTWISE {
+        return None;
+    }
+    let prim = |t: Tensor<B, 3>| t.into_primitive().tensor();
+    let out = B::fused_rope(x.into_primitive().tensor(), prim(cos), prim(sin))?;
+    Some(Tensor::from_primitive(burn::tensor::TensorPrimitive::Float(out)))
 }
 
 #[cfg(test)]
@@ -70,7 +82,7 @@ mod tests {
         use burn::backend::Autodiff;
         use burn::tensor::activation::gelu_approximate;
         type A = Autodiff<NdArray>;
-        const { assert!(A::FUSED_GELU) };
+        const { assert!(A::FUSED_ELEMENTWISE) };
         let dev = Default::default();
         let x = Tensor::<NdArray, 3>::random([2, 40, 37], Distribution::Normal(0.0, 3.0), &dev).swap_dims(1, 2);
         let w = Tensor::<NdArray, 3>::random([2, 37, 40], Distribution::Default, &dev);
@@ -85,5 +97,34 @@ mod tests {
             xa.grad(&loss.backward()).unwrap()
         };
         close(grad(gelu_tanh), grad(gelu_approximate), 1e-5);
+    }
+
+    /// The fused rotation against the pairwise formula with a per-batch table, and its gradient
+    /// against the rotation by the opposite angle.
+    #[test]
+    fn fused_rope_rotates_pairs_and_differentiates_as_the_inverse_rotation() {
+        use burn::backend::Autodiff;
+        type A = Autodiff<NdArray>;
+        let dev = Default::default();
+        let (b, n, h, d) = (2, 5, 3, 8);
+        let x = Tensor::<NdArray, 4>::random([b, n, h, d], Distribution::Default, &dev);
+        let angle = Tensor::<NdArray, 3>::random([b, n, d / 2], Distribution::Uniform(-3.0, 3.0), &dev);
+        let (cos, sin) = (angle.clone().cos(), angle.clone().sin());
+        let rotate = |x: Tensor<NdArray, 4>, sign: f32| {
+            let pairs = x.reshape([b, n, h, d / 2, 2]);
+            let (x1, x2) = (pairs.clone().narrow(4, 0, 1), pairs.narrow(4, 1, 1));
+            let table = |t: &Tensor<NdArray, 3>| t.clone().reshape([b, n, 1, d / 2, 1]);
+            let (c, s) = (table(&cos), table(&sin).mul_scalar(sign));
+            Tensor::cat(vec![x1.clone() * c.clone() - x2.clone() * s.clone(), x1 * s + x2 * c], 4).reshape([b, n, h, d])
+        };
+        let fused = rope(x.clone(), cos.clone(), sin.clone()).expect("NdArray has the kernel");
+        let diff: f32 = (fused - rotate(x.clone(), 1.0)).abs().max().into_scalar();
+        assert!(diff < 1e-6, "forward differs by {diff}");
+        let w = Tensor::<NdArray, 4>::random([b, n, h, d], Distribution::Default, &dev);
+        let xa = Tensor::<A, 4>::from_inner(x).require_grad();
+        let out = rope(xa.clone(), Tensor::from_inner(cos.clone()), Tensor::from_inner(sin.clone())).unwrap();
+        let grad = xa.grad(&(out * Tensor::from_inner(w.clone())).sum().backward()).unwrap();
+        let diff: f32 = (grad - rotate(w, -1.0)).abs().max().into_scalar();
+        assert!(diff < 1e-6, "gradient differs by {diff}");
     }
 }

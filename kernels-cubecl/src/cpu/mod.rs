@@ -19,6 +19,7 @@ mod forward;
 pub mod gelu;
 mod gemm;
 mod host;
+pub mod rope;
 mod simd;
 mod tiles;
 

@@ -7,6 +7,7 @@
 
 use crate::error::{ModelError, Result};
 use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
+use kernels_cubecl::AttentionBackend;
 
 /// cos/sin tables of one forward: `[1 or batch, tokens, 1, head_dim/2, 1]`.
 #[derive(Clone, Debug)]
@@ -70,11 +71,18 @@ impl Rope {
     }
 }
 
-impl<B: Backend> RopeTable<B> {
-    /// Rotates `x: [batch, tokens, heads, head_dim]` pairwise, in f32 (returned in `x`'s dtype).
+impl<B: AttentionBackend> RopeTable<B> {
+    /// Rotates `x: [batch, tokens, heads, head_dim]` pairwise, in f32 (returned in `x`'s dtype):
+    /// one fused pass where the backend has the kernel (`kernels_cubecl::rope`), else tensor ops.
     pub fn apply(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
         let [b, n, h, d] = x.dims();
         let dtype = x.dtype();
+        if dtype == DType::F32 {
+            let table = |t: &Tensor<B, 5>| t.clone().reshape([t.dims()[0], t.dims()[1], d / 2]);
+            if let Some(out) = kernels_cubecl::rope(x.clone(), table(&self.cos), table(&self.sin)) {
+                return out;
+            }
+        }
         let pairs = x.cast(DType::F32).reshape([b, n, h, d / 2, 2]);
         let x1 = pairs.clone().narrow(4, 0, 1);
         let x2 = pairs.narrow(4, 1, 1);
