@@ -1,5 +1,5 @@
-//! [`AttentionBackend`]: the backend extension behind [`crate::attention`] (and
-//! [`crate::gelu_tanh`], the model's other fused CPU kernel).
+//! [`AttentionBackend`]: the backend extension behind [`crate::attention`], and behind the fused
+//! element-wise kernels [`crate::gelu_tanh`] and [`crate::rope`].
 //!
 //! A backend with a fused block-sparse attention kernel returns it from
 //! [`AttentionBackend::fused_attention`]; the others return `None` and the portable path (stock
@@ -9,22 +9,20 @@
 //! Implementations: `CubeBackend` (wgpu, cuda) launches the CubeCL kernels of [`crate::kernel`];
 //! `Fusion<B>` registers them as custom operations of the fusion stream; NdArray and Flex run the
 //! CPU kernel of [`crate::cpu`] on f32 tensors (other dtypes take the portable path);
-//! `Autodiff<B>` runs the inner kernel forward and differentiates through the inner backward
-//! kernels (FlashAttention-2 from the saved log-sum-exp).
+//! `Autodiff<B>` (`autodiff.rs`) runs the inner kernel forward and differentiates through the
+//! inner backward kernels (FlashAttention-2 from the saved log-sum-exp). The element-wise kernels
+//! exist on NdArray and Flex only (`FUSED_ELEMENTWISE`); elsewhere the callers compose tensor ops.
 //!
 //! Shapes: `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]`,
 //! `lse: [batch, heads, q_tokens]` (f32, natural log-sum-exp of the scaled scores).
 
 use crate::BlockTable;
 use burn::backend::NdArray;
-use burn::backend::autodiff::Autodiff;
-use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
-use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::ndarray::{FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray};
 use burn::tensor::{Tensor, TensorPrimitive, backend::Backend, ops::FloatTensor};
 
-/// A backend that may run block-sparse attention as one fused kernel.
+/// A backend that may run block-sparse attention, the tanh GELU and the rotary embedding as fused
+/// kernels.
 pub trait AttentionBackend: Backend {
     /// Whether the `fused_*` methods run a kernel (return `Some`) on this backend (the CPU
     /// backends return `None` for dtypes other than f32).
@@ -149,119 +147,9 @@ where
     cpu_kernel!();
 }
 
-/// State the autodiff backward keeps: inputs, output and log-sum-exp on the inner backend.
-#[derive(Clone, Debug)]
-struct Saved<B: Backend> {
-    q: FloatTensor<B>,
-    k: FloatTensor<B>,
-    v: FloatTensor<B>,
-    out: FloatTensor<B>,
-    lse: FloatTensor<B>,
-    table: BlockTable,
-}
-
 #[cfg(feature = "flex")]
 impl AttentionBackend for burn::backend::Flex {
     cpu_kernel!();
-}
-
-#[derive(Debug)]
-struct FusedAttentionBackward;
-
-impl<B: AttentionBackend> Backward<B, 3> for FusedAttentionBackward {
-    type State = Saved<B>;
-
-    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
-        let grad = grads.consume::<B>(&ops.node);
-        let Saved { q, k, v, out, lse, table } = ops.state;
-        let grads_qkv = B::fused_attention_backward(q, k, v, out, lse, grad, &table)
-            .expect("the inner backend ran the fused forward, so it has the fused backward");
-        for (parent, g) in ops.parents.into_iter().zip(grads_qkv) {
-            if let Some(node) = parent {
-                grads.register::<B>(node.id, g);
-            }
-        }
-    }
-}
-
-#[derive(Debug)]
-struct FusedGeluBackward;
-
-impl<B: AttentionBackend> Backward<B, 1> for FusedGeluBackward {
-    /// The input.
-    type State = FloatTensor<B>;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
-        let grad = grads.consume::<B>(&ops.node);
-        let dx = B::fused_gelu_tanh_backward(ops.state, grad).expect("the inner backend ran the fused GELU, so it has its backward");
-        if let [Some(node)] = ops.parents {
-            grads.register::<B>(node.id, dx);
-        }
-    }
-}
-
-#[derive(Debug)]
-struct FusedRopeBackward;
-
-impl<B: AttentionBackend> Backward<B, 1> for FusedRopeBackward {
-    /// The table: cos, sin.
-    type State = (FloatTensor<B>, FloatTensor<B>);
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
-        let grad = grads.consume::<B>(&ops.node);
-        let (cos, sin) = ops.state;
-        let dx = B::fused_rope(grad, cos, B::float_neg(sin)).expect("the inner backend ran the fused rotation, so it runs its inverse");
-        if let [Some(node)] = ops.parents {
-            grads.register::<B>(node.id, dx);
-        }
-    }
-}
-
-impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B, C> {
-    const FUSED_ATTENTION: bool = B::FUSED_ATTENTION;
-
-    fn fused_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, table: &BlockTable) -> Option<FloatTensor<Self>> {
-        if !B::FUSED_ATTENTION {
-            return None;
-        }
-        let nodes = [q.node.clone(), k.node.clone(), v.node.clone()];
-        match FusedAttentionBackward.prepare::<C>(nodes).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => {
-                let (out, lse) = B::fused_attention_lse(q.primitive.clone(), k.primitive.clone(), v.primitive.clone(), table)?;
-                let saved = Saved { q: q.primitive, k: k.primitive, v: v.primitive, out: out.clone(), lse, table: table.clone() };
-                Some(prep.finish(saved, out))
-            }
-            OpsKind::UnTracked(prep) => Some(prep.finish(B::fused_attention(q.primitive, k.primitive, v.primitive, table)?)),
-        }
-    }
-
-    const FUSED_ELEMENTWISE: bool = B::FUSED_ELEMENTWISE;
-
-    fn fused_gelu_tanh(x: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
-        if !B::FUSED_ELEMENTWISE || burn::tensor::TensorMetadata::dtype(&x.primitive) != burn::tensor::DType::F32 {
-            return None;
-        }
-        match FusedGeluBackward.prepare::<C>([x.node.clone()]).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => {
-                let out = B::fused_gelu_tanh(x.primitive.clone())?;
-                Some(prep.finish(x.primitive, out))
-            }
-            OpsKind::UnTracked(prep) => Some(prep.finish(B::fused_gelu_tanh(x.primitive)?)),
-        }
-    }
-
-    fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
-        if !B::FUSED_ELEMENTWISE || burn::tensor::TensorMetadata::dtype(&x.primitive) != burn::tensor::DType::F32 {
-            return None;
-        }
-        match FusedRopeBackward.prepare::<C>([x.node.clone()]).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => {
-                let out = B::fused_rope(x.primitive, cos.primitive.clone(), sin.primitive.clone())?;
-                Some(prep.finish((cos.primitive, sin.primitive), out))
-            }
-            OpsKind::UnTracked(prep) => Some(prep.finish(B::fused_rope(x.primitive, cos.primitive, sin.primitive)?)),
-        }
-    }
 }
 
 #[cfg(feature = "cube")]
@@ -299,5 +187,6 @@ mod cube {
     }
 }
 
+mod autodiff;
 #[cfg(feature = "cube")]
 mod fusion;

@@ -1,0 +1,121 @@
+//! `Autodiff<B>` runs the inner backend's kernels forward and registers their backward kernels:
+//! attention (FlashAttention-2 from the saved log-sum-exp), the tanh GELU (from the saved input)
+//! and the rotary embedding (the inverse rotation; the cos/sin table is a constant).
+
+use super::AttentionBackend;
+use crate::BlockTable;
+use burn::backend::autodiff::Autodiff;
+use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::tensor::{DType, TensorMetadata, backend::Backend, ops::FloatTensor};
+
+/// State the autodiff backward keeps: inputs, output and log-sum-exp on the inner backend.
+#[derive(Clone, Debug)]
+struct Saved<B: Backend> {
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    out: FloatTensor<B>,
+    lse: FloatTensor<B>,
+    table: BlockTable,
+}
+
+#[derive(Debug)]
+struct FusedAttentionBackward;
+
+impl<B: AttentionBackend> Backward<B, 3> for FusedAttentionBackward {
+    type State = Saved<B>;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let Saved { q, k, v, out, lse, table } = ops.state;
+        let grads_qkv = B::fused_attention_backward(q, k, v, out, lse, grad, &table)
+            .expect("the inner backend ran the fused forward, so it has the fused backward");
+        for (parent, g) in ops.parents.into_iter().zip(grads_qkv) {
+            if let Some(node) = parent {
+                grads.register::<B>(node.id, g);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct FusedGeluBackward;
+
+impl<B: AttentionBackend> Backward<B, 1> for FusedGeluBackward {
+    /// The input.
+    type State = FloatTensor<B>;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let dx = B::fused_gelu_tanh_backward(ops.state, grad).expect("the inner backend ran the fused GELU, so it has its backward");
+        if let [Some(node)] = ops.parents {
+            grads.register::<B>(node.id, dx);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct FusedRopeBackward;
+
+impl<B: AttentionBackend> Backward<B, 1> for FusedRopeBackward {
+    /// The table: cos, sin.
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let (cos, sin) = ops.state;
+        let dx = B::fused_rope(grad, cos, B::float_neg(sin)).expect("the inner backend ran the fused rotation, so it runs its inverse");
+        if let [Some(node)] = ops.parents {
+            grads.register::<B>(node.id, dx);
+        }
+    }
+}
+
+impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B, C> {
+    const FUSED_ATTENTION: bool = B::FUSED_ATTENTION;
+
+    fn fused_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, table: &BlockTable) -> Option<FloatTensor<Self>> {
+        if !B::FUSED_ATTENTION {
+            return None;
+        }
+        let nodes = [q.node.clone(), k.node.clone(), v.node.clone()];
+        match FusedAttentionBackward.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (out, lse) = B::fused_attention_lse(q.primitive.clone(), k.primitive.clone(), v.primitive.clone(), table)?;
+                let saved = Saved { q: q.primitive, k: k.primitive, v: v.primitive, out: out.clone(), lse, table: table.clone() };
+                Some(prep.finish(saved, out))
+            }
+            OpsKind::UnTracked(prep) => Some(prep.finish(B::fused_attention(q.primitive, k.primitive, v.primitive, table)?)),
+        }
+    }
+
+    const FUSED_ELEMENTWISE: bool = B::FUSED_ELEMENTWISE;
+
+    fn fused_gelu_tanh(x: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+        if !B::FUSED_ELEMENTWISE || x.primitive.dtype() != DType::F32 {
+            return None;
+        }
+        match FusedGeluBackward.prepare::<C>([x.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let out = B::fused_gelu_tanh(x.primitive.clone())?;
+                Some(prep.finish(x.primitive, out))
+            }
+            OpsKind::UnTracked(prep) => Some(prep.finish(B::fused_gelu_tanh(x.primitive)?)),
+        }
+    }
+
+    fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+        if !B::FUSED_ELEMENTWISE || x.primitive.dtype() != DType::F32 {
+            return None;
+        }
+        match FusedRopeBackward.prepare::<C>([x.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let out = B::fused_rope(x.primitive, cos.primitive.clone(), sin.primitive.clone())?;
+                Some(prep.finish((cos.primitive, sin.primitive), out))
+            }
+            OpsKind::UnTracked(prep) => Some(prep.finish(B::fused_rope(x.primitive, cos.primitive, sin.primitive)?)),
+        }
+    }
+}
