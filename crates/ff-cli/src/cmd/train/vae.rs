@@ -5,8 +5,9 @@
 //! file, `[train]` holds the engine's keys and `[vae]` the codec's (`model`, `clips`, `loss`,
 //! `stats_clips`, `initial_logvar`), checkpoints every `checkpoint_every` steps, Ctrl-C checkpoints and exits 130,
 //! `--resume` continues from the newest checkpoint. `--model-dir DIR` starts from an exported
-//! codec instead of random weights (a fresh run: new optimizer state and schedule), so a run on
-//! single cropped frames can be followed by one on 17-frame clips. A finished run exports its EMA weights to
+//! codec instead of random weights (a fresh run: new optimizer state and schedule; its posterior
+//! keeps the trained log-variance, `initial_logvar` does not apply), so a run on single cropped
+//! frames can be followed by one on 41-frame clips. A finished run exports its EMA weights to
 //! `RUN/vae/` (`config.json` with the measured latent mean/std, and
 //! `diffusion_pytorch_model.safetensors`), the layout `generate --vae` and `encode-videos` read.
 
