@@ -84,6 +84,14 @@ pub trait AttentionBackend: Backend {
         let _ = (x, cos, sin);
         None
     }
+
+    /// `layer_norm(x)·(1 + scale) + shift` for `x: [batch, frames, tokens, dim]` and per-frame
+    /// `shift, scale: [batch, frames, 1, dim]`, forward only (autodiff backends return `None`).
+    /// `None`: no kernel here.
+    fn fused_adaln(x: FloatTensor<Self>, shift: FloatTensor<Self>, scale: FloatTensor<Self>, eps: f64) -> Option<FloatTensor<Self>> {
+        let _ = (x, shift, scale, eps);
+        None
+    }
 }
 
 /// The backend's fused kernel on tensors, or `None` where it has none.
@@ -135,6 +143,10 @@ macro_rules! cpu_kernel {
 
         fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
             crate::cpu::rope::rope_tensor::<Self>(x, cos, sin)
+        }
+
+        fn fused_adaln(x: FloatTensor<Self>, shift: FloatTensor<Self>, scale: FloatTensor<Self>, eps: f64) -> Option<FloatTensor<Self>> {
+            crate::cpu::adaln::adaln_tensor::<Self>(x, shift, scale, eps)
         }
     };
 }

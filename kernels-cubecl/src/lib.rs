@@ -55,6 +55,19 @@ pub fn rope<B: AttentionBackend>(x: Tensor<B, 4>, cos: Tensor<B, 3>, sin: Tensor
     Some(Tensor::from_primitive(burn::tensor::TensorPrimitive::Float(out)))
 }
 
+/// `layer_norm(x)·(1 + scale) + shift` (no affine LayerNorm over the last dimension of `x:
+/// [batch, frames, tokens, dim]`, per-frame `shift, scale: [batch, frames, 1, dim]`) as one fused
+/// pass on the CPU backends' f32 tensors without autodiff ([`cpu::adaln`]); `None` where no
+/// kernel runs (the caller composes it from tensor ops).
+pub fn adaln<B: AttentionBackend>(x: Tensor<B, 4>, shift: Tensor<B, 4>, scale: Tensor<B, 4>, eps: f64) -> Option<Tensor<B, 4>> {
+    if !B::FUSED_ELEMENTWISE {
+        return None;
+    }
+    let prim = |t: Tensor<B, 4>| t.into_primitive().tensor();
+    let out = B::fused_adaln(prim(x), prim(shift), prim(scale), eps)?;
+    Some(Tensor::from_primitive(burn::tensor::TensorPrimitive::Float(out)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +139,24 @@ mod tests {
         let grad = xa.grad(&(out * Tensor::from_inner(w.clone())).sum().backward()).unwrap();
         let diff: f32 = (grad - rotate(w, -1.0)).abs().max().into_scalar();
         assert!(diff < 1e-6, "gradient differs by {diff}");
+    }
+
+    /// The fused adaptive LayerNorm against the composed formula; under autodiff no kernel runs.
+    #[test]
+    fn fused_adaln_matches_the_composed_formula_and_leaves_autodiff_to_tensor_ops() {
+        let dev = Default::default();
+        let x = Tensor::<NdArray, 4>::random([2, 3, 5, 24], Distribution::Normal(0.5, 2.0), &dev);
+        let shift = Tensor::<NdArray, 4>::random([2, 3, 1, 24], Distribution::Default, &dev);
+        let scale = Tensor::<NdArray, 4>::random([2, 3, 1, 24], Distribution::Default, &dev);
+        let (var, mean) = x.clone().var_mean_bias(3);
+        let want = (x.clone() - mean) / (var + 1e-6).sqrt() * (scale.clone() + 1.0) + shift.clone();
+        let got = adaln(x.clone(), shift.clone(), scale.clone(), 1e-6).expect("NdArray has the kernel");
+        let diff: f32 = (got - want).abs().max().into_scalar();
+        assert!(diff < 2e-6, "differs by {diff}");
+        let broadcast = shift.clone().narrow(0, 0, 1);
+        assert!(adaln(x.clone(), broadcast, scale.clone().narrow(0, 0, 1), 1e-6).is_none(), "a broadcast table is the caller's");
+        type A = burn::backend::Autodiff<NdArray>;
+        let lift = |t: Tensor<NdArray, 4>| Tensor::<A, 4>::from_inner(t);
+        assert!(adaln(lift(x), lift(shift), lift(scale), 1e-6).is_none());
     }
 }

@@ -14,6 +14,7 @@
 //! Inputs are read in place where the backend allows ([`HostValues`]: NdArray's row-major
 //! tensors), outputs move to the backend with `from_data`.
 
+pub mod adaln;
 mod backward;
 mod forward;
 pub mod gelu;

@@ -39,9 +39,12 @@ fn modulate<B: AttentionBackend>(table: &Param<Tensor<B, 3>>, e: Tensor<B, 4>) -
     (e.cast(DType::F32) + table.val().cast(DType::F32).unsqueeze::<4>()).chunk(n, 2)
 }
 
-/// `norm(x)·(1 + scale) + shift` in f32, returned in `dtype`.
+/// `norm(x)·(1 + scale) + shift` in f32, returned in `dtype`: one fused pass where the backend
+/// has the kernel (`kernels_cubecl::adaln`: the CPU backends outside autodiff), else tensor ops.
 fn adaln<B: AttentionBackend>(x: Tensor<B, 4>, shift: &Tensor<B, 4>, scale: &Tensor<B, 4>, eps: f64, dtype: DType) -> Tensor<B, 4> {
-    (layer_norm(x, eps) * (scale.clone() + 1.0) + shift.clone()).cast(dtype)
+    let out = kernels_cubecl::adaln(x.clone(), shift.clone(), scale.clone(), eps)
+        .unwrap_or_else(|| layer_norm(x, eps) * (scale.clone() + 1.0) + shift.clone());
+    out.cast(dtype)
 }
 
 #[derive(Module, Debug)]
