@@ -7,6 +7,7 @@
 //! * [`loss`]: reconstruction (mean absolute plus mean squared error) and the KL divergence of
 //!   the diagonal Gaussian posterior from N(0, I).
 //! * [`with_initial_logvar`]: a narrow initial posterior, so the first steps' latents carry signal.
+//! * [`inflate_time`]: a codec trained on single frames as the starting point of video training.
 //! * [`VaeObjective`]: encode → reparameterised sample → decode (unclamped) → weighted loss.
 //! * [`eval`]: PSNR of the full and the streaming decode of a clip.
 
@@ -20,5 +21,5 @@ mod tests;
 
 pub use data::{VideoClip, WorldClips, WorldClipsConfig};
 pub use eval::{Reconstruction, psnr, reconstruct};
-pub use init::with_initial_logvar;
+pub use init::{inflate_time, with_initial_logvar};
 pub use objective::{VaeObjective, VaeObjectiveConfig};

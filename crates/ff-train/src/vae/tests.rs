@@ -209,3 +209,33 @@ fn training_gradients_match_diffusers() {
         );
     }
 }
+
+/// After [`inflate_time`], chunk k of a clip (frames 4k−3..4k) is coded as the codec codes frame
+/// 4k alone, and its latent decodes to four copies of that latent's decode alone (a single
+/// frame never reaches the temporal taps, so the un-inflated codec gives the references); every
+/// parameter still trains. Before inflation the random past taps make chunk 1 differ.
+#[test]
+fn inflated_codec_codes_each_chunk_as_its_last_frame_alone() {
+    use crate::engine::params::{gradients, params};
+    let vae = tiny_vae();
+    let device = Default::default();
+    let video = Tensor::<B, 5>::random([1, 3, 9, 16, 16], burn::tensor::Distribution::Uniform(-1.0, 1.0), &device);
+    let max_diff = |a: Tensor<B, 5>, b: Tensor<B, 5>| (a - b).abs().max().into_scalar();
+    let alone = |k: usize| vae.encode_mean(video.clone().narrow(2, 4 * k, 1)).unwrap();
+    assert!(max_diff(vae.encode_mean(video.clone()).unwrap().narrow(2, 1, 1), alone(1)) > 1e-3, "the control does not differ");
+
+    let inflated = inflate_time(vae.clone());
+    let latents = inflated.encode_mean(video.clone()).unwrap();
+    let decoded = inflated.decode_unclamped(latents.clone()).unwrap();
+    assert_eq!(decoded.dims(), [1, 3, 9, 16, 16]);
+    for k in 0..3 {
+        let latent = latents.clone().narrow(2, k, 1);
+        assert!(max_diff(latent.clone(), alone(k)) < 1e-5, "latent {k}");
+        let frame = vae.decode_unclamped(latent).unwrap();
+        for t in (4 * k).saturating_sub(3)..=4 * k {
+            assert!(max_diff(decoded.clone().narrow(2, t, 1), frame.clone()) < 1e-5, "frame {t} of latent {k}");
+        }
+    }
+    let grads = decoded.sum().backward();
+    assert_eq!(gradients(&inflated, &grads).len(), params(&inflated, |_| true).len(), "a parameter lost its gradient");
+}

@@ -7,7 +7,8 @@
 //! `--resume` continues from the newest checkpoint. `--model-dir DIR` starts from an exported
 //! codec instead of random weights (a fresh run: new optimizer state and schedule; its posterior
 //! keeps the trained log-variance, `initial_logvar` does not apply), so a run on single cropped
-//! frames can be followed by one on 41-frame clips. A finished run exports its EMA weights to
+//! frames can be followed by one on 41-frame clips; `[vae] inflate = true` first turns the image
+//! codec into a video codec that codes each frame as the image codec does. A finished run exports its EMA weights to
 //! `RUN/vae/` (`config.json` with the measured latent mean/std, and
 //! `diffusion_pytorch_model.safetensors`), the layout `generate --vae` and `encode-videos` read.
 
@@ -23,7 +24,7 @@ use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_train::checkpoint::{restore_module, save_module};
 use ff_train::data::ClipSource;
 use ff_train::engine::{StepReport, TrainConfig, Trainable, Trainer};
-use ff_train::vae::{VaeObjective, VaeObjectiveConfig, WorldClips, WorldClipsConfig, with_initial_logvar};
+use ff_train::vae::{VaeObjective, VaeObjectiveConfig, WorldClips, WorldClipsConfig, inflate_time, with_initial_logvar};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -46,6 +47,10 @@ pub struct VaeSection {
     /// 0 leaves the random initialisation's σ ≈ 1.
     #[serde(default)]
     pub initial_logvar: f64,
+    /// With `--model-dir`: inflate the starting codec's temporal taps
+    /// (`ff_train::vae::inflate_time`), for a video run that follows a run on single frames.
+    #[serde(default)]
+    pub inflate: bool,
 }
 
 impl Default for VaeSection {
@@ -56,6 +61,7 @@ impl Default for VaeSection {
             loss: VaeObjectiveConfig::new(),
             stats_clips: 32,
             initial_logvar: -6.0,
+            inflate: false,
         }
     }
 }
@@ -104,8 +110,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if config.paths.data.is_some() {
         bail!("train vae renders its clips: `data` is not used");
     }
-    if let Some(dir) = &config.paths.model_dir {
-        starting_codec(dir, &config.objective.model)?;
+    match &config.paths.model_dir {
+        Some(dir) => {
+            starting_codec(dir, &config.objective.model)?;
+        }
+        None if config.objective.inflate => bail!("`[vae] inflate = true` needs a starting codec: pass --model-dir DIR"),
+        None => {}
     }
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
     let devices: DeviceSpec = config.paths.devices.parse()?;
@@ -135,7 +145,10 @@ impl BackendTask for TrainVae {
         let section = &config.objective;
         Autodiff::<B>::seed(&devices[0], config.train.seed);
         let model = match &config.paths.model_dir {
-            Some(dir) => WanVae::load(dir.join(WEIGHTS_FILE), &starting_codec(dir, &section.model)?, &devices[0])?,
+            Some(dir) => {
+                let vae = WanVae::load(dir.join(WEIGHTS_FILE), &starting_codec(dir, &section.model)?, &devices[0])?;
+                if section.inflate { inflate_time(vae) } else { vae }
+            }
             None => with_initial_logvar(section.model.init::<Autodiff<B>>(&devices[0]), section.initial_logvar),
         };
         let described = serde_json::to_value(&section.model)?;
