@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Stage "codec" of scripts/train-world.sh: trains the small world's tiny Wan VAE from scratch in
-# two runs of `flashforward train vae`: single cropped frames (scripts/world/vae-image.toml, the
-# spatial path), then 41-frame clips from its export (scripts/world/vae-video.toml, the causal
-# caches). Checks the held-out PSNR and installs the codec as models/world/vae/. Resumable: a
+# three runs of `flashforward train vae`: single cropped frames (scripts/world/vae-image.toml, the
+# spatial path), the same continued at a lower peak lr (scripts/world/vae-image2.toml), then
+# 41-frame clips from its inflated export (scripts/world/vae-video.toml, the causal caches). Checks the held-out PSNR and installs the codec as models/world/vae/. Resumable: a
 # finished run (its export exists) is skipped, an interrupted one continues with --resume.
 # Prints each run's wall time.
 #
@@ -33,7 +33,8 @@ run() {
     echo "codec $name: $((SECONDS - start)) s wall"
 }
 run vae-image scripts/world/vae-image.toml
-run vae-video scripts/world/vae-video.toml --model-dir "$RUNS/vae-image/vae"
+run vae-image2 scripts/world/vae-image2.toml --model-dir "$RUNS/vae-image/vae"
+run vae-video scripts/world/vae-video.toml --model-dir "$RUNS/vae-image2/vae"
 
 "$BIN" vae eval --vae "$RUNS/vae-video/vae" --clips 8 --seconds 5
 mkdir -p "$(dirname "$OUT")"
