@@ -1,10 +1,15 @@
 //! Reconstruction quality of a codec on one clip: PSNR of the full decode and of the streaming
 //! decode (latents fed `chunk` frames at a time), both on frames quantised to 8 bits as a video
-//! file holds them, and the largest 8-bit difference between the two decodes.
+//! file holds them, the largest 8-bit difference between the two decodes, and whether the
+//! decode keeps the clip's objects (the small world's detector on both, frame by frame).
 
 use super::data::VideoClip;
 use burn::tensor::{Tensor, backend::Backend};
 use ff_model::vae::WanVae;
+use ff_world::detect::{Detection, detect};
+
+/// How far (pixels) a decoded object's centre may lie from the original's and still be the same.
+pub const OBJECT_SHIFT_PX: f64 = 2.0;
 
 /// What [`reconstruct`] measured on one clip.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,6 +22,9 @@ pub struct Reconstruction {
     pub stream_max_diff: u8,
     /// Latent frames of the clip.
     pub latents: usize,
+    /// Fraction of frames whose full decode holds the original frame's objects: as many objects,
+    /// each of the same colour and shape with its centre within [`OBJECT_SHIFT_PX`].
+    pub objects_kept: f64,
 }
 
 /// Encodes `clip` (its latent mean) and decodes it whole and `chunk` latents at a time.
@@ -31,9 +39,43 @@ pub fn reconstruct<B: Backend>(vae: &WanVae<B>, clip: &VideoClip, chunk: usize) 
         parts.push(stream.decode_chunk(mean.clone().narrow(2, start, chunk.max(1).min(latents - start)))?);
     }
     let streamed = to_u8(Tensor::cat(parts, 2));
-    let target = to_u8(clip.tensor::<B>(&device));
+    let target = clip.tensor::<B>(&device);
+    let [n, _, t, h, w] = target.dims();
+    let target = to_u8(target);
     let stream_max_diff = full.iter().zip(&streamed).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0);
-    Ok(Reconstruction { psnr: psnr(&full, &target), stream_psnr: psnr(&streamed, &target), stream_max_diff, latents })
+    let kept = (0..n * t)
+        .filter(|&f| same_objects(&detect(&frame(&full, f, t, h * w), w, h), &detect(&frame(&target, f, t, h * w), w, h)))
+        .count();
+    Ok(Reconstruction {
+        psnr: psnr(&full, &target),
+        stream_psnr: psnr(&streamed, &target),
+        stream_max_diff,
+        latents,
+        objects_kept: kept as f64 / (n * t).max(1) as f64,
+    })
+}
+
+/// Frame `f` (clip-major over `[N, 3, T, pixels]` planar data) as interleaved RGB8.
+fn frame(planar: &[u8], f: usize, frames: usize, pixels: usize) -> Vec<u8> {
+    let (clip, t) = (f / frames, f % frames);
+    let plane = |c: usize| &planar[((clip * 3 + c) * frames + t) * pixels..][..pixels];
+    let (r, g, b) = (plane(0), plane(1), plane(2));
+    (0..pixels).flat_map(|p| [r[p], g[p], b[p]]).collect()
+}
+
+/// Whether `decoded` holds exactly the objects of `original` (colour, shape, centre within
+/// [`OBJECT_SHIFT_PX`]), matched one to one.
+fn same_objects(decoded: &[Detection], original: &[Detection]) -> bool {
+    let mut free: Vec<&Detection> = decoded.iter().collect();
+    decoded.len() == original.len()
+        && original.iter().all(|o| {
+            let close = |d: &&Detection| {
+                d.colour == o.colour
+                    && d.shape == o.shape
+                    && (d.centroid.0 - o.centroid.0).hypot(d.centroid.1 - o.centroid.1) <= OBJECT_SHIFT_PX
+            };
+            free.iter().position(close).map(|i| free.swap_remove(i)).is_some()
+        })
 }
 
 /// Values in `[-1, 1]` as 8-bit levels (`round((x + 1)·127.5)`).
@@ -47,4 +89,30 @@ pub fn psnr(a: &[u8], b: &[u8]) -> f64 {
     let sum: f64 = a.iter().zip(b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2)).sum();
     let mse = sum / a.len().max(1) as f64;
     10.0 * (255.0f64 * 255.0 / mse).log10()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ff_world::vocab::{Colour, Shape};
+
+    fn object(colour: Colour, shape: Shape, x: f64, y: f64) -> Detection {
+        Detection { colour, shape, centroid: (x, y), area: 100.0, fit: 0.9 }
+    }
+
+    #[test]
+    fn same_objects_needs_each_object_once_with_its_colour_shape_and_place() {
+        let red = object(Colour::Red, Shape::Circle, 10.0, 10.0);
+        let blue = object(Colour::Blue, Shape::Square, 40.0, 30.0);
+        let original = [red.clone(), blue.clone()];
+        assert!(same_objects(&[blue.clone(), red.clone()], &original), "order does not matter");
+        assert!(same_objects(&[object(Colour::Red, Shape::Circle, 11.2, 11.2), blue.clone()], &original), "1.7 px shift");
+        assert!(!same_objects(&[object(Colour::Red, Shape::Circle, 12.0, 11.0), blue.clone()], &original), "2.2 px shift");
+        assert!(!same_objects(&[object(Colour::Orange, Shape::Circle, 10.0, 10.0), blue.clone()], &original), "colour");
+        assert!(!same_objects(&[object(Colour::Red, Shape::Square, 10.0, 10.0), blue.clone()], &original), "shape");
+        assert!(!same_objects(&[red.clone()], &original), "a lost object");
+        assert!(!same_objects(&[red.clone(), red.clone()], &original), "one object matched twice");
+        assert!(!same_objects(&[red.clone(), blue.clone(), blue.clone()], &original), "a duplicated object");
+        assert!(same_objects(&[], &[]));
+    }
 }

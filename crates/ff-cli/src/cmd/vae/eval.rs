@@ -2,7 +2,9 @@
 //! reconstruction PSNR of a VAE folder on held-out clips of the small world: `N` clips of `S`
 //! seconds from t = 0 of the scenes of seeds `2^40 + i` (no training run uses them: training
 //! seeds are `first_seed + i` for `i < clips`, 0 and 10⁶ by default), decoded whole and streaming
-//! (`C` latents at a time), on 8-bit frames. Prints a table, or one JSON object with `--json`.
+//! (`C` latents at a time), on 8-bit frames, and the fraction of frames whose decode keeps the
+//! clip's objects (`ff_train::vae::Reconstruction::objects_kept`). Prints a table, or one JSON
+//! object with `--json`.
 
 use crate::backend::{CpuBackend, cpu_device};
 use anyhow::{Context, Result};
@@ -50,26 +52,42 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let data = WorldClips::new(clips)?;
     let mut rows = Vec::new();
     if !args.json {
-        println!("{:>20} {:>8} {:>10} {:>12} {:>16}", "seed", "latents", "PSNR dB", "stream dB", "stream−full max");
+        println!("{:>20} {:>8} {:>10} {:>12} {:>16} {:>13}", "seed", "latents", "PSNR dB", "stream dB", "stream−full max", "objects kept");
     }
     for i in 0..data.len() {
         let r = reconstruct(&vae, &data.get(i)?, args.chunk)?;
         if !args.json {
-            println!("{:>20} {:>8} {:>10.2} {:>12.2} {:>16}", data.seed(i), r.latents, r.psnr, r.stream_psnr, r.stream_max_diff);
+            println!(
+                "{:>20} {:>8} {:>10.2} {:>12.2} {:>16} {:>13.3}",
+                data.seed(i),
+                r.latents,
+                r.psnr,
+                r.stream_psnr,
+                r.stream_max_diff,
+                r.objects_kept
+            );
         }
         rows.push(serde_json::json!({
             "seed": data.seed(i), "latents": r.latents, "psnr": r.psnr, "stream_psnr": r.stream_psnr, "stream_max_diff": r.stream_max_diff,
+            "objects_kept": r.objects_kept,
         }));
     }
     let mean = |key: &str| rows.iter().filter_map(|r| r[key].as_f64()).sum::<f64>() / rows.len().max(1) as f64;
-    let (psnr, stream) = (mean("psnr"), mean("stream_psnr"));
+    let (psnr, stream, kept) = (mean("psnr"), mean("stream_psnr"), mean("objects_kept"));
     if args.json {
         println!(
             "{}",
-            serde_json::json!({ "psnr": psnr, "stream_psnr": stream, "clips": rows.len(), "seconds": args.seconds, "per_clip": rows })
+            serde_json::json!({
+                "psnr": psnr, "stream_psnr": stream, "objects_kept": kept, "clips": rows.len(), "seconds": args.seconds, "per_clip": rows,
+            })
         );
     } else {
-        println!("mean over {} clips of {} s: PSNR {psnr:.2} dB, streaming {stream:.2} dB", rows.len(), args.seconds);
+        println!(
+            "mean over {} clips of {} s: PSNR {psnr:.2} dB, streaming {stream:.2} dB, objects kept in {:.1} % of frames",
+            rows.len(),
+            args.seconds,
+            100.0 * kept
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
