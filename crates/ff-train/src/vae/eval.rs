@@ -110,7 +110,7 @@ mod tests {
         assert!(!same_objects(&[object(Colour::Red, Shape::Circle, 12.0, 11.0), blue.clone()], &original), "2.2 px shift");
         assert!(!same_objects(&[object(Colour::Orange, Shape::Circle, 10.0, 10.0), blue.clone()], &original), "colour");
         assert!(!same_objects(&[object(Colour::Red, Shape::Square, 10.0, 10.0), blue.clone()], &original), "shape");
-        assert!(!same_objects(&[red.clone()], &original), "a lost object");
+        assert!(!same_objects(std::slice::from_ref(&red), &original), "a lost object");
         assert!(!same_objects(&[red.clone(), red.clone()], &original), "one object matched twice");
         assert!(!same_objects(&[red.clone(), blue.clone(), blue.clone()], &original), "a duplicated object");
         assert!(same_objects(&[], &[]));
