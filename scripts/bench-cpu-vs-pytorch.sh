@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side CPU benchmark: `flashforward bench-dit` / `bench-vae` against PyTorch on the same
-# cores, same shapes, f32, random weights. Prints one markdown table per benchmark with
-# Rust ÷ PyTorch per preset at each thread count (results: docs/BENCHMARKS.md, "CPU against PyTorch").
+# cores, same shapes, f32, random weights. Prints one markdown table per benchmark (DiT chunk forward,
+# Phase 1 training step, VAE decode) with Rust ÷ PyTorch per preset at each thread count (results: docs/BENCHMARKS.md, "CPU against PyTorch").
 #
 #   scripts/bench-cpu-vs-pytorch.sh
 #
@@ -12,7 +12,9 @@
 #   BENCH_VENV    the Python virtualenv, made with pip from PyPI when absent (default: target/bench-venv)
 #   FLASHFORWARD  the binary (default: target/release/flashforward, built when absent)
 #   DIT_PRESETS   bench-dit presets (default: tiny,small)    THREADS  thread counts (default: "1 2")
+#   TRAIN_PRESETS bench-train presets: one Phase 1 packed SFT step, L = 21 (default: tiny,small)
 #   VAE_PRESETS   bench-vae presets (default: tiny; wan2.1 is 480p and slow: set VAE_LATENTS too)
+#                 An empty DIT_PRESETS, TRAIN_PRESETS or VAE_PRESETS skips that table.
 #   VAE_LATENTS   latent frames per VAE decode (default: 21)  ITERS    timed repetitions (default: 3)
 set -euo pipefail
 
@@ -20,8 +22,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 FIXTURES=${FF_FIXTURES:-$ROOT/../shared/fixtures}
 VENV=${BENCH_VENV:-$ROOT/target/bench-venv}
 BIN=${FLASHFORWARD:-$ROOT/target/release/flashforward}
-DIT_PRESETS=${DIT_PRESETS:-tiny,small}
-VAE_PRESETS=${VAE_PRESETS:-tiny}
+DIT_PRESETS=${DIT_PRESETS-tiny,small}
+TRAIN_PRESETS=${TRAIN_PRESETS-tiny,small}
+VAE_PRESETS=${VAE_PRESETS-tiny}
 VAE_LATENTS=${VAE_LATENTS:-21}
 THREADS=${THREADS:-1 2}
 ITERS=${ITERS:-3}
@@ -61,9 +64,12 @@ ratio() { "$PY" -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2])
 # place; window: copied into a ring window) / of the bench-vae row.
 dit_seconds() { awk -F'|' -v mode="$1" '$3 ~ mode { gsub(/ /, "", $6); print $6 }'; }
 vae_seconds() { awk -F'|' 'NR > 3 { gsub(/ /, "", $6); print $6 }'; }
+# Seconds/step column of the bench-train row of preset $1 (the table before the memory plan).
+train_seconds() { awk -F'|' -v preset="$1" '{ p = $2; gsub(/ /, "", p) } p == preset { gsub(/ /, "", $6); print $6; exit }'; }
 
 echo "Rust: $("$BIN" --version), backend: $("$BIN" bench-dit --configs tiny --iters 1 --height 4 --width 4 --text-tokens 4 | sed -n '1s/.* on \(.*\) (F32).*/\1/p')"
 echo "PyTorch: $("$PY" -c 'import torch; print(torch.__version__)'), $(nproc) cores"
+if [ -n "$DIT_PRESETS" ]; then
 echo
 echo "bench-dit: one renderer chunk forward (3 latent frames of 30×52 over 6 published chunks, 512 text tokens)"
 echo "| preset | threads | Rust segments s | Rust window s | PyTorch plain s | Rust ÷ PyTorch |"
@@ -79,6 +85,22 @@ for preset in ${DIT_PRESETS//,/ }; do
         printf '| %s | %s | %.4f | %.4f | %.4f | %s |\n' "$preset" "$t" "$seg" "$win" "$torch" "$(ratio "$best" "$torch")"
     done
 done
+fi
+if [ -n "$TRAIN_PRESETS" ]; then
+echo
+echo "bench-train: one Phase 1 packed SFT step (L = 21 → 35 frames of 8×8 latents, 32 text tokens, LoRA rank 16 of both roles + role vectors trained, AdamW)"
+echo "| preset | threads | Rust s/step | PyTorch s/step | Rust ÷ PyTorch |"
+echo "| --- | ---: | ---: | ---: | ---: |"
+for preset in ${TRAIN_PRESETS//,/ }; do
+    for t in $THREADS; do
+        torch=$("$PY" "$ROOT/scripts/bench_train_torch.py" --sfcode "$SFCODE" --preset "$preset" --threads "$t" \
+            --iters "$ITERS" | json seconds)
+        rust=$(RAYON_NUM_THREADS=$t "$BIN" bench-train --configs "$preset" --iters "$ITERS" | train_seconds "$preset")
+        printf '| %s | %s | %.3f | %.3f | %s |\n' "$preset" "$t" "$rust" "$torch" "$(ratio "$rust" "$torch")"
+    done
+done
+fi
+if [ -n "$VAE_PRESETS" ]; then
 echo
 echo "bench-vae: decode of $VAE_LATENTS latent frames (AutoencoderKLWan against WanVae)"
 echo "| preset | threads | Rust s | PyTorch s | Rust ÷ PyTorch |"
@@ -92,3 +114,4 @@ for preset in ${VAE_PRESETS//,/ }; do
         printf '| %s | %s | %.3f | %.3f | %s |\n' "$preset" "$t" "$rust" "$torch" "$(ratio "$rust" "$torch")"
     done
 done
+fi
