@@ -26,12 +26,23 @@ impl<B: Backend> VaeStreamDecoder<B> {
         Self { decoder, post_quant_conv, z_dim, cache: CausalCache::default(), shape: None, latents_seen: 0 }
     }
 
-    /// Decodes the next `n ≥ 1` unnormalised latent frames `[B, z_dim, n, h, w]` of the video.
+    /// Decodes the next `n ≥ 1` unnormalised latent frames `[B, z_dim, n, h, w]` of the video,
+    /// one latent frame at a time (as diffusers decodes): the activations held at once are those
+    /// of four output frames whatever `n` is (a 480p decode of all 3 latents of a chunk at once
+    /// peaked at 20 GB).
     pub fn decode_chunk(&mut self, latents: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
-        Ok(self.decode_chunk_unclamped(latents)?.clamp(-1.0, 1.0))
+        let frames = latents.dims()[2];
+        let video = if frames <= 1 {
+            self.decode_chunk_unclamped(latents)?
+        } else {
+            let parts = (0..frames).map(|i| self.decode_chunk_unclamped(latents.clone().narrow(2, i, 1))).collect::<Result<Vec<_>>>()?;
+            Tensor::cat(parts, 2)
+        };
+        Ok(video.clamp(-1.0, 1.0))
     }
 
-    /// [`VaeStreamDecoder::decode_chunk`] without the final clamp to `[-1, 1]`.
+    /// [`VaeStreamDecoder::decode_chunk`] without the final clamp to `[-1, 1]`, all `n` frames
+    /// through each layer at once (training: the backward keeps every activation anyway).
     pub(crate) fn decode_chunk_unclamped(&mut self, latents: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
         let [batch, channels, frames, h, w] = latents.dims();
         let shape = self.shape.unwrap_or([batch, h, w]);
