@@ -28,8 +28,8 @@ impl<B: Backend> VaeStreamDecoder<B> {
 
     /// Decodes the next `n ≥ 1` unnormalised latent frames `[B, z_dim, n, h, w]` of the video,
     /// one latent frame at a time (as diffusers decodes): the activations held at once are those
-    /// of four output frames whatever `n` is (a 480p decode of all 3 latents of a chunk at once
-    /// peaked at 20 GB).
+    /// of one latent's four output frames whatever `n` is, where a whole-chunk pass holds those
+    /// of all `4n` (the bidirectional sampler hands over all of a clip's latents).
     pub fn decode_chunk(&mut self, latents: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
         let frames = latents.dims()[2];
         let video = if frames <= 1 {
