@@ -139,9 +139,12 @@ fn world_clips_crop_windows_of_the_whole_clips_and_stack_them() {
 }
 
 /// The codec shipped in `models/world/vae`, on two held-out clips (scene seeds 2^40, 2^40 + 1,
-/// which no training run draws) of 9 frames: its PSNR stays above a floor far below the measured
-/// one (docs/RESULTS.md, "Codec"), so a broken codec or loader fails, and the streaming decode
-/// (one latent at a time) gives the full decode's frames exactly.
+/// which no training run draws) of 9 frames: its PSNR stays above a floor under the measured one
+/// (28.9 and 34.5 dB), the small world's detector finds the clip's objects in the decode (colour,
+/// shape, centre within 2 px) in at least [`SHIPPED_OBJECTS_FLOOR`] of the frames (measured: 2 of
+/// 9 frames of the first clip, whose small yellow square the codec rounds into a circle, and all
+/// of the second; docs/RESULTS.md, "Codec"), and the streaming decode (one latent at a time)
+/// gives the full decode's frames exactly.
 #[test]
 fn shipped_codec_reconstructs_held_out_clips_and_streams_exactly() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/world/vae");
@@ -149,15 +152,21 @@ fn shipped_codec_reconstructs_held_out_clips_and_streams_exactly() {
     let vae = WanVae::<NdArray>::load(dir.join("diffusion_pytorch_model.safetensors"), &config, &Default::default()).unwrap();
     let data =
         WorldClips::new(WorldClipsConfig::new().with_frames(9).with_first_seed(1 << 40).with_clips(2).with_max_start_seconds(0)).unwrap();
+    let mut kept = 0.0;
     for i in 0..data.len() {
         let r = reconstruct(&vae, &data.get(i).unwrap(), 1).unwrap();
+        kept += r.objects_kept / data.len() as f64;
         assert!(r.psnr >= SHIPPED_PSNR_FLOOR, "clip {i}: PSNR {:.2} dB < {SHIPPED_PSNR_FLOOR} dB", r.psnr);
         assert_eq!((r.stream_max_diff, r.latents), (0, 3), "clip {i}: streaming decode differs from the full decode");
     }
+    assert!(kept >= SHIPPED_OBJECTS_FLOOR, "objects kept in {:.0} % of frames < {:.0} %", 100.0 * kept, 100.0 * SHIPPED_OBJECTS_FLOOR);
 }
 
 /// See [`shipped_codec_reconstructs_held_out_clips_and_streams_exactly`].
-const SHIPPED_PSNR_FLOOR: f64 = 15.0;
+const SHIPPED_PSNR_FLOOR: f64 = 27.0;
+/// Mean fraction of frames with their objects kept; see
+/// [`shipped_codec_reconstructs_held_out_clips_and_streams_exactly`].
+const SHIPPED_OBJECTS_FLOOR: f64 = 0.5;
 
 /// The codec's training gradients against diffusers' (`crates/ff-train/tests/fixtures/vae_grads.json`,
 /// made by `scripts/fixtures/make_vae_grad_fixture.py` in float64 from the shared `wan_vae_tiny`
