@@ -30,7 +30,9 @@ pub struct Reconstruction {
 /// Encodes `clip` (its latent mean) and decodes it whole and `chunk` latents at a time.
 pub fn reconstruct<B: Backend>(vae: &WanVae<B>, clip: &VideoClip, chunk: usize) -> crate::Result<Reconstruction> {
     let device = vae.quant_conv.bias.val().device();
-    let mean = vae.encode_mean(clip.tensor::<B>(&device))?;
+    let target = clip.tensor::<B>(&device);
+    let [n, _, t, h, w] = target.dims();
+    let mean = vae.encode_mean(target.clone())?;
     let full = to_u8(vae.decode(mean.clone())?);
     let latents = mean.dims()[2];
     let mut stream = vae.stream_decoder();
@@ -39,8 +41,6 @@ pub fn reconstruct<B: Backend>(vae: &WanVae<B>, clip: &VideoClip, chunk: usize) 
         parts.push(stream.decode_chunk(mean.clone().narrow(2, start, chunk.max(1).min(latents - start)))?);
     }
     let streamed = to_u8(Tensor::cat(parts, 2));
-    let target = clip.tensor::<B>(&device);
-    let [n, _, t, h, w] = target.dims();
     let target = to_u8(target);
     let stream_max_diff = full.iter().zip(&streamed).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0);
     let kept = (0..n * t)
