@@ -1,7 +1,9 @@
 //! Classical colour segmentation of one RGB8 frame into coloured shapes (no learned model).
 //!
-//! 1. Background per row: the per-channel median of the row (plain and vertical-gradient
-//!    backgrounds; objects cover well under half a row).
+//! 1. Background per row (plain and vertical-gradient backgrounds): the mean of the row's first
+//!    and last pixel where the two agree (within [`FOREGROUND`] / 2), else the per-channel median
+//!    of the row. The domain keeps objects off the frame's edge columns, but two objects side by
+//!    side may cover more than half a row; a video from elsewhere may have an object at an edge.
 //! 2. Foreground: pixels farther than [`FOREGROUND`] (RGB L2) from their row's background,
 //!    grouped into 4-connected components; components below [`MIN_AREA`] are noise.
 //! 3. Colour: the palette colour nearest to the component's core (its pixels farthest from the
@@ -18,7 +20,7 @@ use serde::Serialize;
 /// RGB distance from the background above which a pixel is foreground.
 pub const FOREGROUND: f64 = 60.0;
 /// Smallest object area at 64 px frames (scaled with the frame area); the domain's smallest
-/// shape, a triangle of half-size 6, covers 72 px.
+/// shape, a triangle of half-size 9 (`scene::RADIUS`), covers 162 px.
 pub const MIN_AREA: f64 = 30.0;
 /// Smallest soft IoU with an ideal shape for a blob to count as an object.
 pub const MIN_FIT: f64 = 0.5;
@@ -41,8 +43,13 @@ fn dist(a: [f64; 3], b: [f64; 3]) -> f64 {
 }
 
 fn row_backgrounds(rgb: &[u8], width: usize, height: usize) -> Vec<[f64; 3]> {
+    let px = |y: usize, x: usize| [0, 1, 2].map(|c| f64::from(rgb[3 * (y * width + x) + c]));
     (0..height)
         .map(|y| {
+            let (left, right) = (px(y, 0), px(y, width - 1));
+            if dist(left, right) < FOREGROUND / 2.0 {
+                return [0, 1, 2].map(|c| (left[c] + right[c]) / 2.0);
+            }
             [0, 1, 2].map(|c| {
                 let mut v: Vec<u8> = (0..width).map(|x| rgb[3 * (y * width + x) + c]).collect();
                 v.sort_unstable();
@@ -213,7 +220,9 @@ mod tests {
         for seed in 0..60 {
             let scene = Scene::sample(seed, &config);
             let (a, b) = (scene.position(0, 0.0), scene.position(1, 0.0));
-            let gap = ((a.0 - b.0).powi(2) + (a.1 - b.1).powi(2)).sqrt() - scene.objects[0].radius - scene.objects[1].radius;
+            // Every shape of half-size r lies within √2·r of its centre (a triangle's base corners).
+            let reach = |i: usize| std::f64::consts::SQRT_2 * scene.objects[i].radius;
+            let gap = ((a.0 - b.0).powi(2) + (a.1 - b.1).powi(2)).sqrt() - reach(0) - reach(1);
             if gap < 3.0 {
                 continue;
             }

@@ -7,6 +7,7 @@ use super::data::VideoClip;
 use burn::tensor::{Tensor, backend::Backend};
 use ff_model::vae::WanVae;
 use ff_world::detect::{Detection, detect};
+use ff_world::eval::clip_identity;
 
 /// How far (pixels) a decoded object's centre may lie from the original's and still be the same.
 pub const OBJECT_SHIFT_PX: f64 = 2.0;
@@ -25,6 +26,10 @@ pub struct Reconstruction {
     /// Fraction of frames whose full decode holds the original frame's objects: as many objects,
     /// each of the same colour and shape with its centre within [`OBJECT_SHIFT_PX`].
     pub objects_kept: f64,
+    /// Whether the decode keeps the clip's identity as `flashforward eval` decides it (the most
+    /// frequent set of detected colours and shapes, [`clip_identity`]): the shape and colour
+    /// accuracy a generator in this codec's latent space can reach at best.
+    pub identity_kept: bool,
 }
 
 /// Encodes `clip` (its latent mean) and decodes it whole and `chunk` latents at a time.
@@ -46,7 +51,12 @@ pub fn reconstruct<B: Backend>(vae: &WanVae<B>, clip: &VideoClip, chunk: usize) 
     let kept = (0..n * t)
         .filter(|&f| same_objects(&detect(&frame(&full, f, t, h * w), w, h), &detect(&frame(&target, f, t, h * w), w, h)))
         .count();
+    let identity_kept = (0..n).all(|c| {
+        let frames = |data: &[u8]| (c * t..(c + 1) * t).map(|f| frame(data, f, t, h * w)).collect::<Vec<_>>();
+        clip_identity(&frames(&full), w, h) == clip_identity(&frames(&target), w, h)
+    });
     Ok(Reconstruction {
+        identity_kept,
         psnr: psnr(&full, &target),
         stream_psnr: psnr(&streamed, &target),
         stream_max_diff,

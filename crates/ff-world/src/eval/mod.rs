@@ -75,12 +75,19 @@ pub struct Report {
     pub persistent: Vec<bool>,
 }
 
-type Identity = Vec<(Colour, Shape)>;
+/// The objects of a frame or a clip: (colour, shape) pairs, sorted.
+pub type Identity = Vec<(Colour, Shape)>;
 
 fn identity(d: &[Detection]) -> Identity {
     let mut v: Identity = d.iter().map(|d| (d.colour, d.shape)).collect();
     v.sort_by_key(|(c, s)| (*c as u8, *s as u8));
     v
+}
+
+/// The clip's identity as [`evaluate`] decides it: the most frequent per-frame set of detected
+/// (colour, shape) pairs. `frames` are `width × height` RGB8.
+pub fn clip_identity(frames: &[Vec<u8>], width: usize, height: usize) -> Identity {
+    modal(&frames.iter().map(|f| identity(&detect(f, width, height))).collect::<Vec<_>>())
 }
 
 fn modal(ids: &[Identity]) -> Identity {

@@ -1,10 +1,13 @@
-//! `flashforward vae eval --vae DIR [--clips N] [--seconds S] [--chunk C] [--json]`: the
+//! `flashforward vae eval --vae DIR [--clips N] [--seconds S] [--chunk C] [--two-objects P]
+//! [--json]`: the
 //! reconstruction PSNR of a VAE folder on held-out clips of the small world: `N` clips of `S`
 //! seconds from t = 0 of the scenes of seeds `2^40 + i` (no training run uses them: training
 //! seeds are `first_seed + i` for `i < clips`, 0 and 10⁶ by default), decoded whole and streaming
 //! (`C` latents at a time), on 8-bit frames, and the fraction of frames whose decode keeps the
-//! clip's objects (`ff_train::vae::Reconstruction::objects_kept`). Prints a table, or one JSON
-//! object with `--json`.
+//! clip's objects (`ff_train::vae::Reconstruction::objects_kept`) and of clips whose decode keeps
+//! the identity that `flashforward eval` reads (`identity_kept`: the colour and shape accuracy a
+//! generator in this latent space can reach at best). Prints a table, or one JSON object with
+//! `--json`.
 
 use crate::backend::{CpuBackend, cpu_device};
 use anyhow::{Context, Result};
@@ -35,6 +38,9 @@ pub struct Args {
     /// Scene seed of the first clip.
     #[arg(long, default_value_t = EVAL_FIRST_SEED)]
     first_seed: u64,
+    /// Probability of a second object per clip (the codec trains on 0.5).
+    #[arg(long, default_value_t = 0.5)]
+    two_objects: f64,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -48,45 +54,53 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .with_frames(frames_for_seconds(args.seconds))
         .with_first_seed(args.first_seed)
         .with_clips(args.clips)
-        .with_max_start_seconds(0);
+        .with_max_start_seconds(0)
+        .with_two_objects(args.two_objects);
     let data = WorldClips::new(clips)?;
     let mut rows = Vec::new();
     if !args.json {
-        println!("{:>20} {:>8} {:>10} {:>12} {:>16} {:>13}", "seed", "latents", "PSNR dB", "stream dB", "stream−full max", "objects kept");
+        println!(
+            "{:>20} {:>8} {:>10} {:>12} {:>16} {:>13} {:>9}",
+            "seed", "latents", "PSNR dB", "stream dB", "stream−full max", "objects kept", "identity"
+        );
     }
     for i in 0..data.len() {
         let r = reconstruct(&vae, &data.get(i)?, args.chunk)?;
         if !args.json {
             println!(
-                "{:>20} {:>8} {:>10.2} {:>12.2} {:>16} {:>13.3}",
+                "{:>20} {:>8} {:>10.2} {:>12.2} {:>16} {:>13.3} {:>9}",
                 data.seed(i),
                 r.latents,
                 r.psnr,
                 r.stream_psnr,
                 r.stream_max_diff,
-                r.objects_kept
+                r.objects_kept,
+                if r.identity_kept { "kept" } else { "lost" }
             );
         }
         rows.push(serde_json::json!({
             "seed": data.seed(i), "latents": r.latents, "psnr": r.psnr, "stream_psnr": r.stream_psnr, "stream_max_diff": r.stream_max_diff,
-            "objects_kept": r.objects_kept,
+            "objects_kept": r.objects_kept, "identity_kept": r.identity_kept,
         }));
     }
     let mean = |key: &str| rows.iter().filter_map(|r| r[key].as_f64()).sum::<f64>() / rows.len().max(1) as f64;
     let (psnr, stream, kept) = (mean("psnr"), mean("stream_psnr"), mean("objects_kept"));
+    let identity = rows.iter().filter(|r| r["identity_kept"] == true).count() as f64 / rows.len().max(1) as f64;
     if args.json {
         println!(
             "{}",
             serde_json::json!({
-                "psnr": psnr, "stream_psnr": stream, "objects_kept": kept, "clips": rows.len(), "seconds": args.seconds, "per_clip": rows,
+                "psnr": psnr, "stream_psnr": stream, "objects_kept": kept, "identity_kept": identity, "clips": rows.len(), "seconds": args.seconds, "per_clip": rows,
             })
         );
     } else {
         println!(
-            "mean over {} clips of {} s: PSNR {psnr:.2} dB, streaming {stream:.2} dB, objects kept in {:.1} % of frames",
+            "mean over {} clips of {} s: PSNR {psnr:.2} dB, streaming {stream:.2} dB, objects kept in {:.1} % of frames, \
+             identity kept in {:.1} % of clips",
             rows.len(),
             args.seconds,
-            100.0 * kept
+            100.0 * kept,
+            100.0 * identity
         );
     }
     Ok(ExitCode::SUCCESS)
