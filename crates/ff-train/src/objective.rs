@@ -25,4 +25,12 @@ where
     B::InnerBackend: AttentionBackend,
 {
     fn loss(&self, model: &M, clip: &C, rng: &mut TrainRng) -> Result<Loss<B>>;
+
+    /// The losses of one micro-batch, clip `i` with its own stream `rngs[i]`, in order. The
+    /// default runs [`Objective::loss`] clip by clip; an objective whose clips can share one
+    /// forward overrides it, drawing from each clip's stream what `loss` would draw, so a clip's
+    /// loss does not depend on the micro-batch it lands in (up to float rounding).
+    fn losses(&self, model: &M, clips: &[&C], rngs: &mut [TrainRng]) -> Result<Vec<Loss<B>>> {
+        clips.iter().zip(rngs).map(|(clip, rng)| self.loss(model, clip, rng)).collect()
+    }
 }

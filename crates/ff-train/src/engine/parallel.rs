@@ -36,8 +36,9 @@ struct Share<B: AutodiffBackend> {
     losses: Vec<ClipLoss>,
 }
 
-/// Runs the micro-batches of one device: each micro-batch's clip losses are summed, scaled by
-/// `scale` and back-propagated once; the gradients of the micro-batches are summed.
+/// Runs the micro-batches of one device: each micro-batch's clip losses ([`Objective::losses`],
+/// one batched forward where the objective has one) are summed, scaled by `scale` and
+/// back-propagated once; the gradients of the micro-batches are summed.
 fn run_share<B, M, C, O>(model: &M, objective: &O, micro_batches: Vec<Vec<Job<C>>>, scale: f64) -> Result<Share<B>>
 where
     B: AutodiffBackend + AttentionBackend,
@@ -48,9 +49,10 @@ where
     let mut grads = ParamMap::new();
     let mut losses = Vec::new();
     for jobs in micro_batches {
+        let (clips, mut rngs): (Vec<C>, Vec<TrainRng>) = jobs.into_iter().map(|j| (j.clip, j.rng)).unzip();
+        let clips: Vec<&C> = clips.iter().collect();
         let mut total = None;
-        for mut job in jobs {
-            let loss = objective.loss(model, &job.clip, &mut job.rng)?;
+        for loss in objective.losses(model, &clips, &mut rngs)? {
             let scalar = |t: &burn::tensor::Tensor<B, 1>| t.clone().into_scalar().elem::<f64>();
             losses.push(ClipLoss { total: scalar(&loss.total), parts: loss.parts.iter().map(|(n, t)| (*n, scalar(t))).collect() });
             total = Some(match total {

@@ -32,25 +32,66 @@ pub struct FlowMatchObjective {
     pub config: FlowMatchConfig,
 }
 
+impl FlowMatchObjective {
+    /// The losses of `clips` as one batched forward, clip `i` conditioned on `prompts[i]` (its own
+    /// prompt, or the teacher's empty prompt) with σ and noise drawn from `rngs[i]` as
+    /// [`Objective::loss`] draws them. The clips must share one latent shape.
+    pub(crate) fn batched<B: AutodiffBackend + AttentionBackend>(
+        &self,
+        model: &WanDit<B>,
+        clips: &[&LatentClip],
+        prompts: &[&TensorData],
+        rngs: &mut [TrainRng],
+    ) -> crate::Result<Vec<Loss<B>>>
+    where
+        B::InnerBackend: AttentionBackend,
+    {
+        let device = model.device();
+        let Some(first) = clips.first() else { return Ok(Vec::new()) };
+        let shape = first.latents.shape.clone();
+        let [c, l, h, w] = shape[..] else {
+            return Err(TrainError::Config(format!("clip '{}': latents have shape {shape:?}, expected [C, L, h, w]", first.caption)));
+        };
+        let (mut x0, mut eps, mut sigmas, mut text, mut timesteps) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for ((clip, prompt), rng) in clips.iter().zip(prompts).zip(rngs.iter_mut()) {
+            if clip.latents.shape != shape {
+                return Err(TrainError::Config(format!(
+                    "clip '{}': latents have shape {:?}, the micro-batch's first clip {shape:?}",
+                    clip.caption, clip.latents.shape
+                )));
+            }
+            let sigma = FlowMatch::new(self.config.shift).shift_sigma(rng.uniform());
+            eps.push(Tensor::<B, 5>::from_data(rng.normal_data(vec![1, c, l, h, w]), &device));
+            x0.push(Tensor::<B, 4>::from_data(clip.latents.clone(), &device).unsqueeze::<5>());
+            text.push(padded_prompt(model, prompt, &clip.caption)?.unsqueeze::<3>());
+            timesteps.push(vec![FlowMatch::default().timestep(sigma); l]);
+            sigmas.push(sigma as f32);
+        }
+        let n = clips.len();
+        let (x0, eps) = (Tensor::cat(x0, 0), Tensor::cat(eps, 0));
+        let sigma = Tensor::<B, 1>::from_data(TensorData::new(sigmas, [n]), &device).reshape([n, 1, 1, 1, 1]);
+        let noisy = x0.clone() * (sigma.clone().neg() + 1.0) + eps.clone() * sigma;
+        let prediction = model.forward(noisy, &timesteps, &model.text_context(Tensor::cat(text, 0)), self.config.role)?;
+        let per_clip: Tensor<B, 1> = (prediction - (eps - x0)).square().reshape([n as i32, -1]).mean_dim(1).reshape([n]);
+        Ok((0..n).map(|i| Loss { total: per_clip.clone().narrow(0, i, 1), parts: Vec::new() }).collect())
+    }
+}
+
 impl<B: AutodiffBackend + AttentionBackend> Objective<B> for FlowMatchObjective
 where
     B::InnerBackend: AttentionBackend,
 {
     fn loss(&self, model: &WanDit<B>, clip: &LatentClip, rng: &mut TrainRng) -> crate::Result<Loss<B>> {
-        let device = model.device();
-        let shape = clip.latents.shape.clone();
-        let [c, l, h, w] = shape[..] else {
-            return Err(TrainError::Config(format!("clip '{}': latents have shape {shape:?}, expected [C, L, h, w]", clip.caption)));
-        };
-        let sigma = FlowMatch::new(self.config.shift).shift_sigma(rng.uniform());
-        let eps = Tensor::<B, 5>::from_data(rng.normal_data(vec![1, c, l, h, w]), &device);
-        let x0 = Tensor::<B, 4>::from_data(clip.latents.clone(), &device).unsqueeze::<5>();
-        let noisy = x0.clone() * (1.0 - sigma) + eps.clone() * sigma;
-        let text = model.text_context(padded_prompt(model, &clip.prompt, &clip.caption)?.unsqueeze());
-        let timesteps = vec![vec![FlowMatch::default().timestep(sigma); l]];
-        let prediction = model.forward(noisy, &timesteps, &text, self.config.role)?;
-        let total = (prediction - (eps - x0)).square().mean();
-        Ok(Loss { total, parts: Vec::new() })
+        Ok(self.batched(model, &[clip], &[&clip.prompt], std::slice::from_mut(rng))?.remove(0))
+    }
+
+    /// One batched forward when the clips share a latent shape, else clip by clip.
+    fn losses(&self, model: &WanDit<B>, clips: &[&LatentClip], rngs: &mut [TrainRng]) -> crate::Result<Vec<Loss<B>>> {
+        if clips.iter().any(|c| c.latents.shape != clips[0].latents.shape) {
+            return clips.iter().zip(rngs).map(|(clip, rng)| self.loss(model, clip, rng)).collect();
+        }
+        let prompts: Vec<&TensorData> = clips.iter().map(|c| &c.prompt).collect();
+        self.batched(model, clips, &prompts, rngs)
     }
 }
 

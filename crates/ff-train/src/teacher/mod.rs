@@ -70,11 +70,22 @@ where
     B::InnerBackend: AttentionBackend,
 {
     fn loss(&self, model: &WanDit<B>, clip: &LatentClip, rng: &mut TrainRng) -> crate::Result<Loss<B>> {
-        if self.drops(rng) {
-            let dropped = LatentClip { prompt: self.empty.clone(), ..clip.clone() };
-            return self.flow.loss(model, &dropped, rng);
+        Ok(self.losses(model, &[clip], std::slice::from_mut(rng))?.remove(0))
+    }
+
+    /// One batched forward of the micro-batch (clips of one shape; else clip by clip), each clip
+    /// on its own prompt or the empty one.
+    fn losses(&self, model: &WanDit<B>, clips: &[&LatentClip], rngs: &mut [TrainRng]) -> crate::Result<Vec<Loss<B>>> {
+        let prompts: Vec<&TensorData> =
+            clips.iter().zip(rngs.iter_mut()).map(|(clip, rng)| if self.drops(rng) { &self.empty } else { &clip.prompt }).collect();
+        if clips.iter().any(|c| c.latents.shape != clips[0].latents.shape) {
+            let mut losses = Vec::with_capacity(clips.len());
+            for ((clip, prompt), rng) in clips.iter().zip(&prompts).zip(rngs) {
+                losses.extend(self.flow.batched(model, &[clip], &[prompt], std::slice::from_mut(rng))?);
+            }
+            return Ok(losses);
         }
-        self.flow.loss(model, clip, rng)
+        self.flow.batched(model, clips, &prompts, rngs)
     }
 }
 

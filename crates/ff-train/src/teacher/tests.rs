@@ -53,3 +53,21 @@ fn bad_keys_are_named() {
     let err = TeacherConfig::new().with_dit("huge".into()).dit_config().unwrap_err().to_string();
     assert!(err.contains("dit: unknown preset 'huge'") && err.contains("tiny-world"), "{err}");
 }
+
+#[test]
+fn a_micro_batch_gives_each_clip_the_loss_it_has_alone() {
+    let model = model();
+    let o = objective(0.5);
+    let clips: Vec<LatentClip> = (1..=6).map(clip).collect();
+    let rngs: Vec<TrainRng> = (0..6).map(|i| TrainRng::new(40 + i)).collect();
+    let dropped: Vec<bool> = rngs.iter().map(|r| o.drops(&mut r.clone())).collect();
+    assert!(dropped.contains(&true) && dropped.contains(&false), "the batch mixes dropped and kept clips: {dropped:?}");
+    let alone: Vec<f32> = clips.iter().zip(&rngs).map(|(c, r)| o.loss(&model, c, &mut r.clone()).unwrap().total.into_scalar()).collect();
+    let refs: Vec<&LatentClip> = clips.iter().collect();
+    let batched: Vec<f32> = o.losses(&model, &refs, &mut rngs.clone()).unwrap().into_iter().map(|l| l.total.into_scalar()).collect();
+    for (i, (a, b)) in alone.iter().zip(&batched).enumerate() {
+        assert!((a - b).abs() <= 1e-5 * a.abs(), "clip {i}: alone {a}, in the batch {b}");
+    }
+    let distinct = alone.windows(2).filter(|w| w[0] != w[1]).count();
+    assert_eq!(distinct, 5, "each clip has its own noise, σ and prompt: {alone:?}");
+}

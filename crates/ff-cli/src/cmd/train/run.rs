@@ -108,6 +108,13 @@ pub trait AnyBackendObjective: Sync {
         clip: &LatentClip,
         rng: &mut TrainRng,
     ) -> ff_train::Result<Loss<Autodiff<B>>>;
+
+    fn losses<B: AttentionBackend>(
+        &self,
+        model: &WanDit<Autodiff<B>>,
+        clips: &[&LatentClip],
+        rngs: &mut [TrainRng],
+    ) -> ff_train::Result<Vec<Loss<Autodiff<B>>>>;
 }
 
 /// [`AnyBackendObjective`] for objectives that are an [`Objective`] on every `Autodiff<B>` (Rust
@@ -123,6 +130,15 @@ macro_rules! any_backend_objective {
             ) -> ff_train::Result<Loss<Autodiff<B>>> {
                 Objective::loss(self, model, clip, rng)
             }
+
+            fn losses<B: AttentionBackend>(
+                &self,
+                model: &WanDit<Autodiff<B>>,
+                clips: &[&LatentClip],
+                rngs: &mut [TrainRng],
+            ) -> ff_train::Result<Vec<Loss<Autodiff<B>>>> {
+                Objective::losses(self, model, clips, rngs)
+            }
         }
     )*};
 }
@@ -134,6 +150,15 @@ struct OnBackend<'a, O>(&'a O);
 impl<B: AttentionBackend, O: AnyBackendObjective> Objective<Autodiff<B>> for OnBackend<'_, O> {
     fn loss(&self, model: &WanDit<Autodiff<B>>, clip: &LatentClip, rng: &mut TrainRng) -> ff_train::Result<Loss<Autodiff<B>>> {
         self.0.loss::<B>(model, clip, rng)
+    }
+
+    fn losses(
+        &self,
+        model: &WanDit<Autodiff<B>>,
+        clips: &[&LatentClip],
+        rngs: &mut [TrainRng],
+    ) -> ff_train::Result<Vec<Loss<Autodiff<B>>>> {
+        self.0.losses::<B>(model, clips, rngs)
     }
 }
 

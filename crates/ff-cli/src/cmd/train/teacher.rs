@@ -25,7 +25,7 @@ const SECTION: &str = "teacher";
 
 /// The engine's defaults for a small model trained from scratch on a CPU (the paper's are for
 /// LoRA fine-tuning of 1.3B): every parameter, AdamW with momentum, LR 5e-4 after 100 warm-up steps,
-/// batch 8, EMA 0.995, a checkpoint every 100 steps.
+/// batch 8 in one batched forward (micro-batch 8), EMA 0.995, a checkpoint every 100 steps.
 fn default_train() -> TrainConfig {
     TrainConfig::new()
         .with_trainable(Trainable::All)
@@ -34,6 +34,7 @@ fn default_train() -> TrainConfig {
         .with_warmup_steps(100)
         .with_beta_1(0.9)
         .with_batch(8)
+        .with_micro_batch(8)
         .with_ema_decay(0.995)
         .with_checkpoint_every(100)
 }
