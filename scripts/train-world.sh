@@ -14,8 +14,8 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/flashforward}
 MODEL=${MODEL:-models/world}
 RUNS=${RUNS:-/work/world-runs}
-CLIPS=${CLIPS:-1024}          # training clips of 5 s (21 latents)
-TEACHER_STEPS=${TEACHER_STEPS:-3000}
+CLIPS=${CLIPS:-2048}          # training clips of 5 s (21 latents), a fifth with two objects
+TEACHER_STEPS=${TEACHER_STEPS:-14000}
 EVAL_PROMPTS=${EVAL_PROMPTS:-16}
 EVAL_STEPS=${EVAL_STEPS:-50}
 GUIDANCE=${GUIDANCE:-3}
@@ -33,7 +33,7 @@ stage text "$MODEL/text_encoder/model.safetensors" $NICE "$BIN" world-text --out
 
 # 3. Latent shards straight from the generator (scene seeds 0..CLIPS of dataset seed 1).
 latents() {
-    $NICE "$BIN" world-latents --model-dir "$MODEL" --out "$RUNS/latents" --clips "$CLIPS" --seconds 5 --seed 1
+    $NICE "$BIN" world-latents --model-dir "$MODEL" --out "$RUNS/latents" --clips "$CLIPS" --seconds 5 --seed 1 --two-objects 0.2
     touch "$RUNS/latents/.complete-$CLIPS"
 }
 stage latents "$RUNS/latents/.complete-$CLIPS" latents
@@ -43,7 +43,7 @@ teacher() {
     local resume=()
     ls -d "$RUNS/teacher"/step-* >/dev/null 2>&1 && resume=(--resume)
     $NICE "$BIN" train teacher --model-dir "$MODEL" --data "$RUNS/latents" --out "$RUNS/teacher" \
-        --steps "$TEACHER_STEPS" --seed 0 "${resume[@]}"
+        --config scripts/world/teacher.toml --steps "$TEACHER_STEPS" --seed 0 "${resume[@]}"
     rm -rf "$MODEL/teacher.tmp"
     cp -r "$RUNS/teacher/transformer" "$MODEL/teacher.tmp"
     mv "$MODEL/teacher.tmp" "$MODEL/teacher"
