@@ -71,7 +71,7 @@ pub struct TrainConfig {
     #[config(default = 128)]
     pub batch: usize,
     /// Clips per forward/backward on one device; `batch / (devices · micro_batch)` micro-batches
-    /// are accumulated per device.
+    /// are accumulated per device. 0: a device's whole share of the batch in one micro-batch.
     #[config(default = 1)]
     pub micro_batch: usize,
     #[config(default = "Trainable::Lora")]
@@ -123,11 +123,20 @@ impl TrainConfig {
         LoraConfig::new(self.lora_rank).with_alpha(self.lora_alpha)
     }
 
+    /// Clips per micro-batch on each of `devices` devices (`micro_batch`, or the device's share
+    /// when it is 0).
+    pub fn micro_batch_on(&self, devices: usize) -> usize {
+        match self.micro_batch {
+            0 => self.batch / devices.max(1),
+            clips => clips,
+        }
+    }
+
     /// Micro-batches each of `devices` devices accumulates per step; an error names the
     /// sizes that do not divide.
     pub fn accumulation(&self, devices: usize) -> crate::Result<usize> {
-        let per_step = devices * self.micro_batch;
-        if devices == 0 || self.micro_batch == 0 || self.batch == 0 || !self.batch.is_multiple_of(per_step) {
+        let per_step = devices * self.micro_batch_on(devices);
+        if devices == 0 || per_step == 0 || self.batch == 0 || !self.batch.is_multiple_of(per_step) {
             return Err(TrainError::Config(format!(
                 "batch {} is not a positive multiple of devices ({devices}) × micro_batch ({})",
                 self.batch, self.micro_batch
@@ -204,6 +213,9 @@ mod tests {
         assert_eq!(c.accumulation(4).unwrap(), 32);
         let err = c.clone().with_batch(6).with_micro_batch(4).accumulation(1).unwrap_err().to_string();
         assert!(err.contains("batch 6") && err.contains("micro_batch (4)"), "{err}");
+        let whole = c.clone().with_batch(6).with_micro_batch(0);
+        assert_eq!((whole.micro_batch_on(2), whole.accumulation(2).unwrap()), (3, 1), "0: a device's share at once");
+        assert!(whole.with_batch(3).accumulation(2).is_err(), "3 clips do not split over 2 devices");
         assert!(Trainable::Lora.contains("blocks.0.self_attn.q.adapters.1.b") && Trainable::Lora.contains("role_embedding"));
         assert!(!Trainable::Lora.contains("blocks.0.self_attn.q.base.weight") && Trainable::All.contains("head.modulation"));
     }

@@ -150,7 +150,8 @@ where
             .map(|_| {
                 let mine: Vec<Job<C>> = jobs.by_ref().take(per_device).collect();
                 let mut mine = mine.into_iter();
-                (0..per_device / self.config.micro_batch).map(|_| mine.by_ref().take(self.config.micro_batch).collect()).collect()
+                let micro = self.config.micro_batch_on(self.devices.len());
+                (0..per_device / micro).map(|_| mine.by_ref().take(micro).collect()).collect()
             })
             .collect();
         let (grads, losses) = parallel::run(&self.model, &self.devices, objective, shares, 1.0 / batch as f64)?;
