@@ -2,7 +2,8 @@
 //! and frozen encoder) → `world-latents` (with the reference fixture's random VAE, one-frame clips;
 //! a rerun adds nothing) → `train teacher` (2 steps, exports `RUN/transformer/`) → `generate
 //! --schedule bidirectional --steps N --guidance g`, whose DiT forwards are 2N with guidance and
-//! N without; `--steps` with another schedule is refused.
+//! N without; `--steps` with another schedule is refused. A run with `[teacher] init` starts
+//! from an exported teacher.
 
 use std::fs;
 use std::path::Path;
@@ -64,6 +65,33 @@ fn world_text_latents_teacher_and_guided_sampling() {
         s(&config),
     ]);
     assert!(out.trim_end().ends_with("transformer"), "{out}");
+
+    // `[teacher] init` starts a run from an export: with a zero rate and a frozen EMA its own
+    // export is the one it started from, byte for byte; from random weights it is not.
+    let weights = |run: &Path| fs::read(run.join("transformer/diffusion_pytorch_model.safetensors")).unwrap();
+    for (name, init) in [("continued", Some(run_dir.join("transformer"))), ("fresh", None)] {
+        let config = root.0.join(format!("{name}.toml"));
+        let init = init.map(|p| format!("init = {:?}\n", s(&p))).unwrap_or_default();
+        fs::write(&config, format!("[train]\nbatch = 2\nlr = 0.0\nema_decay = 1.0\n[teacher]\n{init}")).unwrap();
+        let out = root.0.join(name);
+        ok(&[
+            "train",
+            "teacher",
+            "--model-dir",
+            s(&model),
+            "--data",
+            s(&data),
+            "--out",
+            s(&out),
+            "--steps",
+            "1",
+            "--seed",
+            "1",
+            "--config",
+            s(&config),
+        ]);
+        assert_eq!(weights(&out) == weights(&run_dir), name == "continued", "{name}");
+    }
     fs::create_dir_all(model.join("transformer")).unwrap();
     for f in ["config.json", "diffusion_pytorch_model.safetensors"] {
         fs::copy(run_dir.join("transformer").join(f), model.join("transformer").join(f)).unwrap();

@@ -29,6 +29,12 @@ pub struct TeacherConfig {
     /// Probability that a clip trains on the empty prompt instead of its own (for CFG).
     #[config(default = 0.1)]
     pub text_dropout: f64,
+    /// Transformer blocks, when not the preset's.
+    pub layers: Option<usize>,
+    /// Weights the run starts from instead of random ones: an exported teacher folder
+    /// (`RUN/transformer/`, `models/world/teacher/`) of this section's architecture. It continues
+    /// an earlier run whose checkpoints are gone (fresh optimizer moments and EMA).
+    pub init: Option<String>,
 }
 
 impl TeacherConfig {
@@ -38,8 +44,12 @@ impl TeacherConfig {
         if !(0.0..=1.0).contains(&self.text_dropout) {
             return Err(TrainError::Config(format!("text_dropout {} must lie in [0, 1]", self.text_dropout)));
         }
-        DitConfig::preset(&self.dit)
-            .ok_or_else(|| TrainError::Config(format!("dit: unknown preset '{}' ({})", self.dit, DitConfig::PRESETS.join(", "))))
+        if self.layers == Some(0) {
+            return Err(TrainError::Config("layers must be positive".into()));
+        }
+        let preset = DitConfig::preset(&self.dit)
+            .ok_or_else(|| TrainError::Config(format!("dit: unknown preset '{}' ({})", self.dit, DitConfig::PRESETS.join(", "))))?;
+        Ok(DitConfig { num_layers: self.layers.unwrap_or(preset.num_layers), ..preset })
     }
 }
 

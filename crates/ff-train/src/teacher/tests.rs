@@ -52,6 +52,17 @@ fn bad_keys_are_named() {
     assert!(err.to_string().contains("text_dropout 1.5"), "{err}");
     let err = TeacherConfig::new().with_dit("huge".into()).dit_config().unwrap_err().to_string();
     assert!(err.contains("dit: unknown preset 'huge'") && err.contains("tiny-world"), "{err}");
+    let err = TeacherConfig::new().with_layers(Some(0)).dit_config().unwrap_err().to_string();
+    assert!(err.contains("layers must be positive"), "{err}");
+}
+
+#[test]
+fn layers_override_the_preset_depth_only() {
+    let preset = DitConfig::tiny_world();
+    assert_eq!(TeacherConfig::new().dit_config().unwrap(), preset);
+    let deep = TeacherConfig::new().with_layers(Some(8)).dit_config().unwrap();
+    assert_eq!(deep, DitConfig { num_layers: 8, ..preset });
+    assert_ne!(preset.num_layers, 8);
 }
 
 #[test]

@@ -39,6 +39,9 @@ pub struct Session<C> {
     /// of `dit_config`, no roles (every parameter is in the checkpoints). And the config.
     pub(super) dit: Option<PathBuf>,
     pub(super) dit_config: DitConfig,
+    /// With `dit` = `None`: weights of `dit_config` the run starts from instead of random ones
+    /// (no roles; every parameter is in the checkpoints).
+    pub(super) init: Option<PathBuf>,
     pub(super) data: ShardDataset,
     /// The checkpoint to resume from.
     pub(super) resume: Option<PathBuf>,
@@ -64,7 +67,7 @@ impl<C: Serialize + DeserializeOwned> Session<C> {
         };
         let data = ShardDataset::open(data)?;
         save_effective_config(&config, &run)?;
-        Ok(Self { config, run, devices, dit, dit_config, data, resume })
+        Ok(Self { config, run, devices, dit, dit_config, init: None, data, resume })
     }
 }
 
@@ -179,7 +182,11 @@ impl<C, O: AnyBackendObjective> BackendTask for Train<C, O> {
             Some(dit) => WanDit::<Autodiff<B>>::load(&s.dit_config, dit, &devices[0])
                 .with_context(|| format!("cannot load the DiT from {}", dit.display()))?
                 .with_roles(&c.lora()),
-            None => s.dit_config.init::<Autodiff<B>>(&devices[0]),
+            None => match &s.init {
+                Some(init) => WanDit::<Autodiff<B>>::load(&s.dit_config, init, &devices[0])
+                    .with_context(|| format!("cannot start from the DiT weights {}", init.display()))?,
+                None => s.dit_config.init::<Autodiff<B>>(&devices[0]),
+            },
         };
         let mut trainer = Trainer::new(c.clone(), model, devices, s.data.len())?;
         if let Some(dir) = &s.resume {

@@ -1,6 +1,7 @@
 //! `flashforward train teacher --model-dir DIR --data DATA --out RUN --steps N --seed S
 //! [--config FILE] [--resume]`: the small world's teacher. A bidirectional DiT of the `[teacher]`
-//! preset (`tiny-world`) starts from random weights, every parameter trains, with plain flow
+//! preset (`tiny-world`) starts from random weights (or from `[teacher] init`, an exported
+//! teacher, to continue an earlier run whose checkpoints are gone), every parameter trains, with plain flow
 //! matching on whole clips and text dropout (`ff_train::teacher`); DIR is the small world's model
 //! directory, whose text encoder gives the empty-prompt embedding. Conventions as `train sft`
 //! (flags override the config file; `--resume`; progress, metrics.jsonl, loss.svg, Ctrl-C).
@@ -25,7 +26,7 @@ const SECTION: &str = "teacher";
 
 /// The engine's defaults for a small model trained from scratch on a CPU (the paper's are for
 /// LoRA fine-tuning of 1.3B): every parameter, AdamW with momentum, LR 5e-4 after 100 warm-up steps,
-/// batch 8 in one batched forward (micro-batch 8), EMA 0.995, a checkpoint every 100 steps.
+/// batch 8 in one batched forward per device (`micro_batch = 0`), EMA 0.995, a checkpoint every 100 steps.
 fn default_train() -> TrainConfig {
     TrainConfig::new()
         .with_trainable(Trainable::All)
@@ -34,7 +35,7 @@ fn default_train() -> TrainConfig {
         .with_warmup_steps(100)
         .with_beta_1(0.9)
         .with_batch(8)
-        .with_micro_batch(8)
+        .with_micro_batch(0)
         .with_ema_decay(0.995)
         .with_checkpoint_every(100)
 }
@@ -61,7 +62,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let text = WorldDir(model_dir).text(dit.text_len)?;
     let empty = text.embed::<CpuBackend>(&[""], None, &cpu_device())?.remove(0).data;
     let objective = TeacherObjective::new(&config.objective, empty).context("[teacher]")?;
-    let session = Session::prepare(config, out.clone(), args.run.resume, Some(dit.clone()))?;
+    let init = config.objective.init.as_ref().map(PathBuf::from);
+    let mut session = Session::prepare(config, out.clone(), args.run.resume, Some(dit.clone()))?;
+    session.init = init;
     let code = train(session, objective)?;
     if code == ExitCode::SUCCESS {
         let dir = export_teacher(&dit, &out)?;
