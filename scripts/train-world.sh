@@ -16,7 +16,7 @@ MODEL=${MODEL:-models/world}
 RUNS=${RUNS:-/work/world-runs}
 CLIPS=${CLIPS:-2048}          # training clips of 5 s (21 latents), a fifth with two objects
 TEACHER_STEPS=${TEACHER_STEPS:-14000}
-EVAL_PROMPTS=${EVAL_PROMPTS:-16}
+EVAL_PROMPTS=${EVAL_PROMPTS:-32}
 EVAL_STEPS=${EVAL_STEPS:-50}
 GUIDANCE=${GUIDANCE:-3}
 NICE=${NICE:-nice -n 5}
@@ -50,24 +50,14 @@ teacher() {
 }
 stage teacher "$MODEL/teacher/diffusion_pytorch_model.safetensors" teacher
 
-# 5. Eval: 50-step CFG samples of held-out prompts (scene seed 7, disjoint from the training
-#    scenes' dataset seed 1; noise seeds 1000+), 5 s each, scored by the detector.
+# 5. Eval: 50-step CFG samples of held-out prompts (scripts/world/eval.sh), 5 s each.
 evaluate() {
-    local dir="$RUNS/eval"
-    mkdir -p "$dir"
-    "$BIN" world --out "$dir/prompts" --clips "$EVAL_PROMPTS" --seconds 1 --seed 7 >/dev/null
-    cut -d'"' -f4 "$dir/prompts/captions.jsonl" > "$dir/prompts.txt"
-    local i=0 videos=() files=(--dit "$MODEL/teacher" --dit-config "$MODEL/teacher/config.json"
-        --vae "$MODEL/vae/diffusion_pytorch_model.safetensors" --vae-config "$MODEL/vae/config.json"
-        --text-encoder "$MODEL/text_encoder" --text-encoder-config "$MODEL/text_encoder/config.json"
-        --tokenizer "$MODEL/tokenizer/tokenizer.json")
-    while IFS= read -r prompt; do
-        local out="$dir/sample_$(printf %02d $i).mp4"
-        [ -e "$out" ] || $NICE "$BIN" generate "${files[@]}" --prompt "$prompt" --seconds 5 --height 64 --width 64 \
-            --schedule bidirectional --steps "$EVAL_STEPS" --guidance "$GUIDANCE" --seed $((1000 + i)) --out "$out"
-        videos+=("$out"); i=$((i + 1))
-    done < "$dir/prompts.txt"
-    "$BIN" eval "${videos[@]}" --prompts "$dir/prompts.txt" --json --plots "$dir/plots" | tee "$dir/eval.json"
+    BIN="$BIN" NICE="$NICE" bash scripts/world/eval.sh "$RUNS/eval" "$EVAL_PROMPTS" 5 \
+        --dit "$MODEL/teacher" --dit-config "$MODEL/teacher/config.json" \
+        --vae "$MODEL/vae/diffusion_pytorch_model.safetensors" --vae-config "$MODEL/vae/config.json" \
+        --text-encoder "$MODEL/text_encoder" --text-encoder-config "$MODEL/text_encoder/config.json" \
+        --tokenizer "$MODEL/tokenizer/tokenizer.json" --schedule bidirectional --steps "$EVAL_STEPS" --guidance "$GUIDANCE"
+    cat "$RUNS/eval/eval.json"
 }
 stage eval "$RUNS/eval/eval.json" evaluate
 du -sh "$MODEL"/*
