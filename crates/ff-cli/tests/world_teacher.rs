@@ -3,7 +3,7 @@
 //! a rerun adds nothing) → `train teacher` (2 steps, exports `RUN/transformer/`) → `generate
 //! --schedule bidirectional --steps N --guidance g`, whose DiT forwards are 2N with guidance and
 //! N without; `--steps` with another schedule is refused. A run with `[teacher] init` starts
-//! from an exported teacher.
+//! from an exported teacher, and with `layers` grows it without changing what it draws.
 
 use std::fs;
 use std::path::Path;
@@ -130,4 +130,39 @@ fn world_text_latents_teacher_and_guided_sampling() {
     }
     let output = generate("3", "3", "flashforward");
     assert!(!output.status.success() && String::from_utf8_lossy(&output.stderr).contains("--schedule bidirectional"));
+
+    // A teacher grown from the export to twice the depth (`[teacher] init` + `layers`; zero rate,
+    // frozen EMA) draws the same video, and its export has the new depth.
+    let drawn = || {
+        let output = generate("2", "1", "bidirectional");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        fs::read(&video).unwrap()
+    };
+    let before = drawn();
+    let config = root.0.join("grown.toml");
+    let init = format!("init = {:?}\nlayers = 8\n", s(&model.join("transformer")));
+    fs::write(&config, format!("[train]\nbatch = 2\nlr = 0.0\nema_decay = 1.0\n[teacher]\n{init}")).unwrap();
+    let grown = root.0.join("grown");
+    ok(&[
+        "train",
+        "teacher",
+        "--model-dir",
+        s(&model),
+        "--data",
+        s(&data),
+        "--out",
+        s(&grown),
+        "--steps",
+        "1",
+        "--seed",
+        "1",
+        "--config",
+        s(&config),
+    ]);
+    let exported: serde_json::Value = serde_json::from_slice(&fs::read(grown.join("transformer/config.json")).unwrap()).unwrap();
+    assert_eq!(exported["num_layers"], 8, "{exported}");
+    for f in ["config.json", "diffusion_pytorch_model.safetensors"] {
+        fs::copy(grown.join("transformer").join(f), model.join("transformer").join(f)).unwrap();
+    }
+    assert_eq!(drawn(), before, "the grown teacher draws the same video");
 }

@@ -32,8 +32,9 @@ pub struct TeacherConfig {
     /// Transformer blocks, when not the preset's.
     pub layers: Option<usize>,
     /// Weights the run starts from instead of random ones: an exported teacher folder
-    /// (`RUN/transformer/`, `models/world/teacher/`) of this section's architecture. It continues
-    /// an earlier run whose checkpoints are gone (fresh optimizer moments and EMA).
+    /// (`RUN/transformer/`, `models/world/teacher/`) of this section's architecture, or of a
+    /// shallower one that [`grow`] deepens. It continues an earlier run whose checkpoints are gone
+    /// (fresh optimizer moments and EMA).
     pub init: Option<String>,
 }
 
@@ -98,6 +99,9 @@ where
         self.flow.batched(model, clips, &prompts, rngs)
     }
 }
+
+mod grow;
+pub use grow::grow;
 
 #[cfg(test)]
 mod tests;

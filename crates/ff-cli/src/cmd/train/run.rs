@@ -39,9 +39,10 @@ pub struct Session<C> {
     /// of `dit_config`, no roles (every parameter is in the checkpoints). And the config.
     pub(super) dit: Option<PathBuf>,
     pub(super) dit_config: DitConfig,
-    /// With `dit` = `None`: weights of `dit_config` the run starts from instead of random ones
-    /// (no roles; every parameter is in the checkpoints).
-    pub(super) init: Option<PathBuf>,
+    /// With `dit` = `None`: weights the run starts from instead of random ones, and their
+    /// config: `dit_config`'s, or a shallower one grown into it (`ff_train::teacher::grow`); no
+    /// roles, every parameter is in the checkpoints.
+    pub(super) init: Option<(PathBuf, DitConfig)>,
     pub(super) data: ShardDataset,
     /// The checkpoint to resume from.
     pub(super) resume: Option<PathBuf>,
@@ -183,8 +184,11 @@ impl<C, O: AnyBackendObjective> BackendTask for Train<C, O> {
                 .with_context(|| format!("cannot load the DiT from {}", dit.display()))?
                 .with_roles(&c.lora()),
             None => match &s.init {
-                Some(init) => WanDit::<Autodiff<B>>::load(&s.dit_config, init, &devices[0])
-                    .with_context(|| format!("cannot start from the DiT weights {}", init.display()))?,
+                Some((init, config)) => {
+                    let what = || format!("cannot start from the DiT weights {}", init.display());
+                    let model = WanDit::<Autodiff<B>>::load(config, init, &devices[0]).with_context(what)?;
+                    ff_train::teacher::grow(model, &s.dit_config).with_context(what)?
+                }
                 None => s.dit_config.init::<Autodiff<B>>(&devices[0]),
             },
         };

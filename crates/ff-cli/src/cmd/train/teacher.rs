@@ -1,7 +1,8 @@
 //! `flashforward train teacher --model-dir DIR --data DATA --out RUN --steps N --seed S
 //! [--config FILE] [--resume]`: the small world's teacher. A bidirectional DiT of the `[teacher]`
 //! preset (`tiny-world`) starts from random weights (or from `[teacher] init`, an exported
-//! teacher, to continue an earlier run whose checkpoints are gone), every parameter trains, with plain flow
+//! teacher, to continue an earlier run whose checkpoints are gone, deepened when `[teacher]
+//! layers` asks for more blocks), every parameter trains, with plain flow
 //! matching on whole clips and text dropout (`ff_train::teacher`); DIR is the small world's model
 //! directory, whose text encoder gives the empty-prompt embedding. Conventions as `train sft`
 //! (flags override the config file; `--resume`; progress, metrics.jsonl, loss.svg, Ctrl-C).
@@ -16,13 +17,16 @@ use super::run::{Session, train};
 use crate::backend::{CpuBackend, cpu_device};
 use crate::cmd::world::files::WorldDir;
 use anyhow::{Context, Result, bail};
+use ff_model::DitConfig;
 use ff_train::engine::{TrainConfig, Trainable};
 use ff_train::teacher::{TeacherConfig, TeacherObjective};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The config section of the objective.
 const SECTION: &str = "teacher";
+/// The weights file of an exported teacher folder.
+const WEIGHTS: &str = "diffusion_pytorch_model.safetensors";
 
 /// The engine's defaults for a small model trained from scratch on a CPU (the paper's are for
 /// LoRA fine-tuning of 1.3B): every parameter, AdamW with momentum, LR 5e-4 after 100 warm-up steps,
@@ -62,7 +66,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let text = WorldDir(model_dir).text(dit.text_len)?;
     let empty = text.embed::<CpuBackend>(&[""], None, &cpu_device())?.remove(0).data;
     let objective = TeacherObjective::new(&config.objective, empty).context("[teacher]")?;
-    let init = config.objective.init.as_ref().map(PathBuf::from);
+    let init = match &config.objective.init {
+        Some(dir) => {
+            let (weights, config) = (Path::new(dir).join(WEIGHTS), Path::new(dir).join("config.json"));
+            if !weights.is_file() || !config.is_file() {
+                bail!("[teacher] init = {dir:?}: expected an exported teacher folder with config.json and {WEIGHTS}");
+            }
+            Some((weights, DitConfig::from_json(&config)?))
+        }
+        None => None,
+    };
     let mut session = Session::prepare(config, out.clone(), args.run.resume, Some(dit.clone()))?;
     session.init = init;
     let code = train(session, objective)?;
