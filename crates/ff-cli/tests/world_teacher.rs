@@ -131,8 +131,8 @@ fn world_text_latents_teacher_and_guided_sampling() {
     let output = generate("3", "3", "flashforward");
     assert!(!output.status.success() && String::from_utf8_lossy(&output.stderr).contains("--schedule bidirectional"));
 
-    // A teacher grown from the export to twice the depth (`[teacher] init` + `layers`; zero rate,
-    // frozen EMA) draws the same video, and its export has the new depth.
+    // A teacher grown from the export to twice the depth (`--init` + `[teacher] layers`; zero
+    // rate, frozen EMA) draws the same video, and its export has the new depth.
     let drawn = || {
         let output = generate("2", "1", "bidirectional");
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -140,25 +140,11 @@ fn world_text_latents_teacher_and_guided_sampling() {
     };
     let before = drawn();
     let config = root.0.join("grown.toml");
-    let init = format!("init = {:?}\nlayers = 8\n", s(&model.join("transformer")));
-    fs::write(&config, format!("[train]\nbatch = 2\nlr = 0.0\nema_decay = 1.0\n[teacher]\n{init}")).unwrap();
+    fs::write(&config, "[train]\nbatch = 2\nlr = 0.0\nema_decay = 1.0\n[teacher]\nlayers = 8\n").unwrap();
     let grown = root.0.join("grown");
-    ok(&[
-        "train",
-        "teacher",
-        "--model-dir",
-        s(&model),
-        "--data",
-        s(&data),
-        "--out",
-        s(&grown),
-        "--steps",
-        "1",
-        "--seed",
-        "1",
-        "--config",
-        s(&config),
-    ]);
+    let transformer = model.join("transformer");
+    let args = ["--data", s(&data), "--out", s(&grown), "--steps", "1", "--seed", "1", "--config", s(&config), "--init", s(&transformer)];
+    ok(&[&["train", "teacher", "--model-dir", s(&model)][..], &args].concat());
     let exported: serde_json::Value = serde_json::from_slice(&fs::read(grown.join("transformer/config.json")).unwrap()).unwrap();
     assert_eq!(exported["num_layers"], 8, "{exported}");
     for f in ["config.json", "diffusion_pytorch_model.safetensors"] {

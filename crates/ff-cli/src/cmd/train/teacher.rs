@@ -52,6 +52,9 @@ pub struct Args {
     /// Latent-clip dataset written by `world-latents` (or `encode-videos`).
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Exported teacher folder the run starts from (`[teacher] init`).
+    #[arg(long)]
+    init: Option<PathBuf>,
     #[command(flatten)]
     run: RunFlags,
 }
@@ -59,7 +62,10 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut config = RunConfig::defaults(SECTION, TeacherConfig::new());
     config.train = default_train();
-    let config = config.with_flags(&args.run, &args.model_dir, &args.data)?;
+    let mut config = config.with_flags(&args.run, &args.model_dir, &args.data)?;
+    if let Some(init) = &args.init {
+        config.objective.init = Some(init.display().to_string());
+    }
     let dit = config.objective.dit_config().context("[teacher]")?;
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
     let Some(model_dir) = config.paths.model_dir.clone() else { bail!("no model: pass --model-dir DIR or set `model_dir` in the config") };

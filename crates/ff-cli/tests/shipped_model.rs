@@ -1,0 +1,79 @@
+//! The small world's shipped models in `models/world/` of this checkout, checked by
+//! `flashforward eval` at thresholds well below their quality gates (prompt accuracy ≥ 90 %,
+//! identity persistence ≥ 95 %), so that noise does not flake but a broken or untrained model
+//! fails: the teacher (`teacher/`, trained by `scripts/train-world.sh`) with its 50-step CFG
+//! sampler. The same seed gives the same MP4 bytes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+mod common;
+use common::Scratch;
+
+/// Held-out prompts over every shape, several colours, backgrounds and motions.
+const PROMPTS: [&str; 4] = [
+    "a red circle bounces on a black background",
+    "a green square moves left on a white background",
+    "a yellow triangle moves up on a dark blue background",
+    "a blue circle moves right on a gray background",
+];
+/// Mean prompt accuracy and identity persistence the clips must reach (the gates: 0.90, 0.95).
+const MIN_PROMPT_ACCURACY: f64 = 0.5;
+const MIN_IDENTITY: f64 = 0.6;
+
+fn model() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/world")
+}
+
+fn flashforward(args: &[&str]) -> Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(args).env_remove("FF_MODEL_DIR").output().unwrap();
+    assert!(output.status.success(), "flashforward {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    output
+}
+
+/// `eval` of `videos` against `PROMPTS`, checked against the thresholds.
+fn assert_scores(scratch: &Scratch, videos: &[PathBuf]) {
+    let prompts = scratch.0.join("prompts.txt");
+    std::fs::write(&prompts, PROMPTS.join("\n")).unwrap();
+    let mut args = vec!["eval"];
+    args.extend(videos.iter().map(|v| v.to_str().unwrap()));
+    args.extend(["--prompts", prompts.to_str().unwrap(), "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&flashforward(&args).stdout).unwrap();
+    let metric = |key: &str| report[key].as_f64().unwrap_or_else(|| panic!("no {key} in {report}"));
+    assert!(metric("prompt_accuracy") >= MIN_PROMPT_ACCURACY, "prompt accuracy below {MIN_PROMPT_ACCURACY}: {report}");
+    assert!(metric("identity_persistence") >= MIN_IDENTITY, "identity persistence below {MIN_IDENTITY}: {report}");
+}
+
+#[test]
+fn the_shipped_teacher_draws_its_prompts_and_repeats_itself_by_seed() {
+    let scratch = Scratch::new("shipped-teacher");
+    let m = model();
+    let file = |p: &str| m.join(p).to_str().unwrap().to_string();
+    let files = [
+        ("--dit", file("teacher")),
+        ("--dit-config", file("teacher/config.json")),
+        ("--vae", file("vae/diffusion_pytorch_model.safetensors")),
+        ("--vae-config", file("vae/config.json")),
+        ("--text-encoder", file("text_encoder")),
+        ("--text-encoder-config", file("text_encoder/config.json")),
+        ("--tokenizer", file("tokenizer/tokenizer.json")),
+    ];
+    let generate = |prompt: &str, out: &Path, seed: &str| {
+        let mut args = vec!["generate", "--prompt", prompt, "--seconds", "5", "--height", "64", "--width", "64", "--seed", seed];
+        args.extend(["--schedule", "bidirectional", "--steps", "50", "--guidance", "3", "--out", out.to_str().unwrap()]);
+        args.extend(files.iter().flat_map(|(flag, path)| [*flag, path.as_str()]));
+        flashforward(&args);
+        std::fs::read(out).unwrap()
+    };
+    let mut videos = Vec::new();
+    for (i, prompt) in PROMPTS.iter().enumerate() {
+        let video = scratch.0.join(format!("clip-{i}.mp4"));
+        let bytes = generate(prompt, &video, "0");
+        if i == 0 {
+            assert_eq!(bytes, generate(prompt, &scratch.0.join("again.mp4"), "0"), "the same seed gives the same MP4 bytes");
+            assert_ne!(bytes, generate(prompt, &scratch.0.join("seed-1.mp4"), "1"), "another seed, another video");
+        }
+        videos.push(video);
+    }
+    assert_scores(&scratch, &videos);
+}
