@@ -2,7 +2,7 @@
 //! and frozen encoder) → `world-latents` (with the reference fixture's random VAE, one-frame clips;
 //! a rerun adds nothing) → `train teacher` (2 steps, exports `RUN/transformer/`) → `generate
 //! --schedule bidirectional --steps N --guidance g`, whose DiT forwards are 2N with guidance and
-//! N without; `--steps` with another schedule is refused. A run with `[teacher] init` starts
+//! N without, over the σ grid of `--sample-shift`; `--steps` with another schedule is refused. A run with `[teacher] init` starts
 //! from an exported teacher, and with `layers` grows it without changing what it draws.
 
 use std::fs;
@@ -98,7 +98,7 @@ fn world_text_latents_teacher_and_guided_sampling() {
     }
 
     let video = root.0.join("x.mp4");
-    let generate = |steps: &str, guidance: &str, schedule: &str| {
+    let generate_with = |steps: &str, guidance: &str, schedule: &str, extra: &[&str]| {
         let args = [
             "generate",
             "--model-dir",
@@ -120,8 +120,9 @@ fn world_text_latents_teacher_and_guided_sampling() {
             "--out",
             s(&video),
         ];
-        run(&args)
+        run(&[&args[..], extra].concat())
     };
+    let generate = |steps: &str, guidance: &str, schedule: &str| generate_with(steps, guidance, schedule, &[]);
     for (guidance, forwards) in [("3", "6 DiT forwards"), ("1", "3 DiT forwards")] {
         let output = generate("3", guidance, "bidirectional");
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -130,6 +131,10 @@ fn world_text_latents_teacher_and_guided_sampling() {
     }
     let output = generate("3", "3", "flashforward");
     assert!(!output.status.success() && String::from_utf8_lossy(&output.stderr).contains("--schedule bidirectional"));
+    let output = generate_with("3", "3", "bidirectional", &["--sample-shift", "0"]);
+    assert!(!output.status.success() && String::from_utf8_lossy(&output.stderr).contains("--sample-shift 0"));
+    let output = generate_with("3", "3", "bidirectional", &["--sample-shift", "2"]);
+    assert!(output.status.success() && String::from_utf8_lossy(&output.stderr).contains("3 Euler steps (shift 2)"));
 
     // A teacher grown from the export to twice the depth (`--init` + `[teacher] layers`; zero
     // rate, frozen EMA) draws the same video, and its export has the new depth.

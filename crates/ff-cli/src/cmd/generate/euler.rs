@@ -20,13 +20,12 @@ use std::time::{Duration, Instant};
 use super::pipeline::Job;
 use crate::video::{VideoSink, frames_from_tensor_data};
 
-/// Shift of the Euler grid (the training σ distribution's).
-pub const SHIFT: f64 = 5.0;
-
 /// What a guided generation needs besides the files of [`Job`].
 pub struct Guided<'a> {
     pub job: &'a Job<'a>,
     pub steps: usize,
+    /// Shift of the Euler σ grid.
+    pub shift: f64,
     pub guidance: f64,
     pub latents: usize,
     pub prompt: &'a PromptEmbedding,
@@ -43,12 +42,12 @@ pub struct Outcome {
     pub denoise: Duration,
 }
 
-/// `steps` guided Euler steps of `model` from `noise` (`[1, C, L, h, w]`); returns the clean
-/// latents and the number of DiT forwards run.
+/// The guided Euler steps of `sampler` on `model` from `noise` (`[1, C, L, h, w]`); returns the
+/// clean latents and the number of DiT forwards run.
 pub fn sample<B: AttentionBackend>(
     model: &WanDit<B>,
     noise: Tensor<B, 5>,
-    steps: usize,
+    sampler: &EulerSampler,
     guidance: f64,
     conditional: &TextContext<B>,
     unconditional: &TextContext<B>,
@@ -59,7 +58,7 @@ pub fn sample<B: AttentionBackend>(
         forwards += 1;
         model.forward(x, &[vec![t; frames]], text, Role::Base)
     };
-    let latents = EulerSampler::new(steps, SHIFT).sample(noise, |x, t| {
+    let latents = sampler.sample(noise, |x, t| {
         let c = forward(x.clone(), t, conditional)?;
         if guidance == 1.0 {
             return Ok(c);
@@ -93,7 +92,8 @@ pub fn generate<B: AttentionBackend>(run: &Guided, device: &B::Device, mut sink:
     let [h, w] = job.latent_size;
     B::seed(device, job.seed);
     let noise = Tensor::<B, 5>::random([1, job.dit_config.in_channels, run.latents, h, w], Distribution::Normal(0.0, 1.0), device);
-    let (latents, forwards) = sample(&dit, noise, run.steps, run.guidance, &conditional, &unconditional)?;
+    let sampler = EulerSampler::new(run.steps, run.shift);
+    let (latents, forwards) = sample(&dit, noise, &sampler, run.guidance, &conditional, &unconditional)?;
     let denoise = start.elapsed();
     let video = vae.stream_decoder().decode_chunk(vae.denormalize(latents))?;
     let frames = frames_from_tensor_data(video.into_data())?;
@@ -115,12 +115,13 @@ mod tests {
         let (c, u) = (text(1.0), text(-1.0));
         let noise = || Tensor::<NdArray, 5>::random([1, 16, 2, 2, 2], Distribution::Normal(0.0, 1.0), &device);
         let x = noise();
-        let (guided, n) = sample(&model, x.clone(), 3, 3.0, &c, &u).unwrap();
+        let sampler = EulerSampler::new(3, 5.0);
+        let (guided, n) = sample(&model, x.clone(), &sampler, 3.0, &c, &u).unwrap();
         assert_eq!(n, 6);
-        let (plain, n) = sample(&model, x.clone(), 3, 1.0, &c, &u).unwrap();
+        let (plain, n) = sample(&model, x.clone(), &sampler, 1.0, &c, &u).unwrap();
         assert_eq!(n, 3);
         // g = 1 reads only the conditional prompt: the same as guiding a prompt against itself
-        let (same, _) = sample(&model, x, 3, 3.0, &c, &c).unwrap();
+        let (same, _) = sample(&model, x, &sampler, 3.0, &c, &c).unwrap();
         assert!((plain.clone() - same).abs().max().into_scalar() < 1e-4);
         assert!((plain - guided).abs().max().into_scalar() > 1e-4, "guidance changes the sample");
     }

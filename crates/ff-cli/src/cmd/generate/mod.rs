@@ -69,6 +69,10 @@ pub struct Args {
     /// conditional prediction (one forward per step), otherwise two forwards per step.
     #[arg(long, default_value_t = 1.0, requires = "steps")]
     guidance: f64,
+    /// Shift of the Euler σ grid (with --steps): σ_i = shift·s / (1 + (shift − 1)·s) over
+    /// s = 1 − i/steps; 5 is Wan2.1's, lower values spend more steps at low noise.
+    #[arg(long, default_value_t = 5.0, requires = "steps")]
+    sample_shift: f64,
     /// Default: serial on one device, wavefront on several.
     #[arg(long, value_enum)]
     executor: Option<Executor>,
@@ -122,6 +126,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.steps.is_some() && args.schedule != ScheduleKind::Bidirectional {
         bail!("--steps samples a bidirectional teacher: use it with --schedule bidirectional, not {}", args.schedule);
     }
+    if !(args.sample_shift > 0.0 && args.sample_shift.is_finite()) {
+        bail!("--sample-shift {} must be a positive number", args.sample_shift);
+    }
     VideoSink::check(&args.out)?;
     let plan = Plan::new(&args)?;
     plan.check_memory(&args)?;
@@ -129,8 +136,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let sink = VideoSink::create(&args.out)?;
     match args.steps {
         Some(steps) => eprintln!(
-            "{} latents ({} frames), {}x{} px, bidirectional teacher sampler: {steps} Euler steps, guidance {}",
-            plan.length.latents, plan.length.frames, plan.frame[1], plan.frame[0], args.guidance
+            "{} latents ({} frames), {}x{} px, bidirectional teacher sampler: {steps} Euler steps (shift {}), guidance {}",
+            plan.length.latents, plan.length.frames, plan.frame[1], plan.frame[0], args.sample_shift, args.guidance
         ),
         None => eprintln!("{}", plan.describe(args.schedule)),
     }
@@ -158,6 +165,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let guided = euler::Guided {
             job: &job,
             steps: steps as usize,
+            shift: args.sample_shift,
             guidance: args.guidance,
             latents: plan.length.latents,
             prompt: &embedding,
