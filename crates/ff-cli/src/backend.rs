@@ -22,8 +22,9 @@ pub fn cpu_device() -> burn::backend::flex::FlexDevice {
 /// Which backend and devices to run on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceSpec {
-    /// [`CpuBackend`].
-    Cpu,
+    /// [`CpuBackend`], with this many data-parallel training workers (`cpu:0,1`: two workers that
+    /// share the host's cores; the single-threaded parts of their steps then overlap).
+    Cpu(usize),
     /// Burn's NdArray on the CPU (needs the `ndarray` feature).
     NdArray,
     Cuda(Vec<usize>),
@@ -35,7 +36,8 @@ impl fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let list = |ids: &[usize]| ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
         match self {
-            Self::Cpu => write!(f, "cpu ({CPU_BACKEND})"),
+            Self::Cpu(1) => write!(f, "cpu ({CPU_BACKEND})"),
+            Self::Cpu(n) => write!(f, "cpu:{} ({CPU_BACKEND})", list(&(0..*n).collect::<Vec<_>>())),
             Self::NdArray => write!(f, "ndarray"),
             Self::Cuda(ids) => write!(f, "cuda:{}", list(ids)),
             Self::Wgpu(ids) => write!(f, "wgpu:{}", list(ids)),
@@ -59,11 +61,18 @@ impl FromStr for DeviceSpec {
             list.split(',').map(|i| i.trim().parse::<usize>().with_context(|| format!("device index '{i}' in '{s}'"))).collect()
         };
         match kind {
-            "cpu" if !s.contains(':') => Ok(Self::Cpu),
+            "cpu" if !s.contains(':') => Ok(Self::Cpu(1)),
+            "cpu" => {
+                let ids = ids()?;
+                if ids != (0..ids.len()).collect::<Vec<_>>() {
+                    bail!("'{s}': CPU workers are numbered 0,1,..,n-1 (one per training worker on this machine's CPU)");
+                }
+                Ok(Self::Cpu(ids.len()))
+            }
             "ndarray" if !s.contains(':') => Ok(Self::NdArray),
             "cuda" => Ok(Self::Cuda(ids()?)),
             "wgpu" => Ok(Self::Wgpu(ids()?)),
-            _ => bail!("unknown device '{s}': use cpu, ndarray, cuda:0[,1,...] or wgpu:0[,1,...]"),
+            _ => bail!("unknown device '{s}': use cpu[:0,1,...], ndarray, cuda:0[,1,...] or wgpu:0[,1,...]"),
         }
     }
 }
@@ -72,14 +81,15 @@ impl DeviceSpec {
     /// Devices of the selection (one per worker).
     pub fn count(&self) -> usize {
         match self {
-            Self::Cpu | Self::NdArray => 1,
+            Self::Cpu(n) => *n,
+            Self::NdArray => 1,
             Self::Cuda(d) | Self::Wgpu(d) => d.len(),
         }
     }
 
     /// Whether the devices are this machine's CPU (memory checks use its RAM).
     pub fn is_host(&self) -> bool {
-        matches!(self, Self::Cpu | Self::NdArray)
+        matches!(self, Self::Cpu(_) | Self::NdArray)
     }
 }
 
@@ -93,9 +103,9 @@ pub trait BackendTask {
 /// not built with, or a missing driver, is an error.
 pub fn dispatch<T: BackendTask>(spec: &DeviceSpec, precision: Precision, task: T) -> anyhow::Result<T::Output> {
     match (spec, precision) {
-        (DeviceSpec::Cpu, Precision::F32) => task.run::<CpuBackend>(vec![cpu_device()]),
+        (DeviceSpec::Cpu(n), Precision::F32) => task.run::<CpuBackend>(vec![cpu_device(); *n]),
         (DeviceSpec::NdArray, Precision::F32) => ndarray::dispatch(task),
-        (DeviceSpec::Cpu | DeviceSpec::NdArray, Precision::Bf16) => {
+        (DeviceSpec::Cpu(_) | DeviceSpec::NdArray, Precision::Bf16) => {
             bail!("--precision bf16 needs a CUDA device (the CPU backends run f32)")
         }
         (DeviceSpec::Cuda(ids), p) => cuda::dispatch(ids, p, task),
@@ -181,9 +191,12 @@ mod tests {
 
     #[test]
     fn device_strings() {
-        assert_eq!("cpu".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cpu);
+        assert_eq!("cpu".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cpu(1));
+        assert_eq!("cpu:0,1".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cpu(2));
+        assert_eq!(DeviceSpec::Cpu(2).to_string(), format!("cpu:0,1 ({CPU_BACKEND})"));
+        assert!("cpu:1".parse::<DeviceSpec>().unwrap_err().to_string().contains("numbered 0,1"));
         assert_eq!("ndarray".parse::<DeviceSpec>().unwrap(), DeviceSpec::NdArray);
-        assert_eq!(DeviceSpec::Cpu.to_string(), format!("cpu ({CPU_BACKEND})"));
+        assert_eq!(DeviceSpec::Cpu(1).to_string(), format!("cpu ({CPU_BACKEND})"));
         assert_eq!(DeviceSpec::Cuda(vec![0, 2]).to_string(), "cuda:0,2");
         assert_eq!("cuda:0,1,2,3".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cuda(vec![0, 1, 2, 3]));
         assert_eq!("cuda".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cuda(vec![0]));

@@ -96,7 +96,7 @@ fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyho
     let train = DmdConfig::generator_defaults().with_batch(1).with_lora_rank(a.lora_rank).with_lora_alpha(a.lora_rank as f64);
     let shared = DmdShared::new(dmd, teacher, vae, empty)?;
     let mut trainer = DmdTrainer::new(train, student, vec![device.clone()], critic, vec![device.clone()], shared, 1)?;
-    let cpu = a.devices == DeviceSpec::Cpu;
+    let cpu = a.devices.is_host();
     let sync = || B::sync(device).map_err(|e| anyhow::anyhow!("device sync: {e:?}"));
     trainer.generator_step(&data, stages - 1)?;
     trainer.critic_step(&data, stages - 1)?;

@@ -17,7 +17,7 @@ use crate::backend::DeviceSpec;
 /// Name of device `index` of `spec` (for messages).
 pub fn device_name(spec: &DeviceSpec, index: usize) -> String {
     match spec {
-        DeviceSpec::Cpu | DeviceSpec::NdArray => spec.to_string(),
+        DeviceSpec::Cpu(_) | DeviceSpec::NdArray => spec.to_string(),
         DeviceSpec::Cuda(ids) => format!("cuda:{}", ids[index]),
         DeviceSpec::Wgpu(ids) => format!("wgpu:{}", ids[index]),
     }
@@ -59,7 +59,7 @@ mod tests {
 
     #[test]
     fn executors_place_workers_per_stage_or_device() {
-        let cpu = DeviceSpec::Cpu;
+        let cpu = DeviceSpec::Cpu(1);
         let four = DeviceSpec::Cuda(vec![0, 1, 2, 3]);
         assert_eq!(Executor::Serial.placement(4, &four).workers(), 1);
         assert_eq!(Executor::Batched.placement(4, &four).workers(), 1);
