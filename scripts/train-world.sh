@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Trains the small world from scratch on the CPU, stage by stage:
-#   codec -> text encoder/tokenizer -> latent shards -> teacher (MODEL/teacher/) -> eval.
+#   codec -> text encoder/tokenizer -> latent shards -> teacher (two runs; MODEL/teacher/) -> eval.
 # The default model's student is trained from the teacher afterwards by scripts/train-default.sh.
 # Resumable: a stage whose final output exists is skipped; a stage that was interrupted resumes
 # from its last checkpoint (train --resume) or last complete shard (world-latents). Each stage
@@ -8,14 +8,14 @@
 # data go to RUNS (default /work/world-runs), outside the repository.
 #
 #   scripts/train-world.sh                      # everything
-#   CLIPS=512 TEACHER_STEPS=2000 scripts/train-world.sh
+#   CLIPS=512 TEACHER_STEPS=2000 GROW_STEPS=1000 scripts/train-world.sh   # smaller
+# (TEACHER_STEPS / GROW_STEPS override the two teacher runs' step counts.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/flashforward}
 MODEL=${MODEL:-models/world}
 RUNS=${RUNS:-/work/world-runs}
 CLIPS=${CLIPS:-2048}          # training clips of 5 s (21 latents), a fifth with two objects
-TEACHER_STEPS=${TEACHER_STEPS:-14000}
 EVAL_PROMPTS=${EVAL_PROMPTS:-32}
 EVAL_STEPS=${EVAL_STEPS:-50}
 GUIDANCE=${GUIDANCE:-3}
@@ -38,14 +38,24 @@ latents() {
 }
 stage latents "$RUNS/latents/.complete-$CLIPS" latents
 
-# 4. Teacher: flow matching with text dropout; resumes from its newest checkpoint.
-teacher() {
+# 4. Teacher, in two runs (each skipped once it has exported, else resumed from its newest
+#    checkpoint): 4 blocks from random weights (scripts/world/teacher.toml), then its export
+#    grown to 8 blocks and trained on (scripts/world/teacher-grow.toml), whose export is installed
+#    as MODEL/teacher.
+teacher_run() {
+    local run=$1 config=$2; shift 2
+    [ -e "$run/transformer/diffusion_pytorch_model.safetensors" ] && return
     local resume=()
-    ls -d "$RUNS/teacher"/step-* >/dev/null 2>&1 && resume=(--resume)
-    $NICE "$BIN" train teacher --model-dir "$MODEL" --data "$RUNS/latents" --out "$RUNS/teacher" \
-        --config scripts/world/teacher.toml --steps "$TEACHER_STEPS" --seed 0 "${resume[@]}"
+    ls -d "$run"/step-* >/dev/null 2>&1 && resume=(--resume)
+    $NICE "$BIN" train teacher --model-dir "$MODEL" --data "$RUNS/latents" --out "$run" --config "$config" --seed 0 \
+        "$@" "${resume[@]}"
+}
+teacher() {
+    teacher_run "$RUNS/teacher" scripts/world/teacher.toml ${TEACHER_STEPS:+--steps "$TEACHER_STEPS"}
+    teacher_run "$RUNS/teacher-grown" scripts/world/teacher-grow.toml --init "$RUNS/teacher/transformer" \
+        ${GROW_STEPS:+--steps "$GROW_STEPS"}
     rm -rf "$MODEL/teacher.tmp"
-    cp -r "$RUNS/teacher/transformer" "$MODEL/teacher.tmp"
+    cp -r "$RUNS/teacher-grown/transformer" "$MODEL/teacher.tmp"
     mv "$MODEL/teacher.tmp" "$MODEL/teacher"
 }
 stage teacher "$MODEL/teacher/diffusion_pytorch_model.safetensors" teacher
