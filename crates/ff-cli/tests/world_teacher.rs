@@ -48,22 +48,11 @@ fn world_text_latents_teacher_and_guided_sampling() {
     let config = root.0.join("teacher.toml");
     fs::write(&config, "[train]\nbatch = 2\nwarmup_steps = 1\ncheckpoint_every = 1\n[teacher]\ntext_dropout = 0.5\n").unwrap();
     let run_dir = root.0.join("run");
-    let (out, _) = ok(&[
-        "train",
-        "teacher",
-        "--model-dir",
-        s(&model),
-        "--data",
-        s(&data),
-        "--out",
-        s(&run_dir),
-        "--steps",
-        "2",
-        "--seed",
-        "1",
-        "--config",
-        s(&config),
-    ]);
+    let train = |out: &Path, steps: &str, config: &Path, extra: &[&str]| {
+        let args = ["train", "teacher", "--model-dir", s(&model), "--data", s(&data), "--out", s(out), "--steps", steps];
+        ok(&[&args[..], &["--seed", "1", "--config", s(config)], extra].concat()).0
+    };
+    let out = train(&run_dir, "2", &config, &[]);
     assert!(out.trim_end().ends_with("transformer"), "{out}");
 
     // `[teacher] init` starts a run from an export: with a zero rate and a frozen EMA its own
@@ -74,22 +63,7 @@ fn world_text_latents_teacher_and_guided_sampling() {
         let init = init.map(|p| format!("init = {:?}\n", s(&p))).unwrap_or_default();
         fs::write(&config, format!("[train]\nbatch = 2\nlr = 0.0\nema_decay = 1.0\n[teacher]\n{init}")).unwrap();
         let out = root.0.join(name);
-        ok(&[
-            "train",
-            "teacher",
-            "--model-dir",
-            s(&model),
-            "--data",
-            s(&data),
-            "--out",
-            s(&out),
-            "--steps",
-            "1",
-            "--seed",
-            "1",
-            "--config",
-            s(&config),
-        ]);
+        train(&out, "1", &config, &[]);
         assert_eq!(weights(&out) == weights(&run_dir), name == "continued", "{name}");
     }
     fs::create_dir_all(model.join("transformer")).unwrap();
@@ -147,9 +121,7 @@ fn world_text_latents_teacher_and_guided_sampling() {
     let config = root.0.join("grown.toml");
     fs::write(&config, "[train]\nbatch = 2\nlr = 0.0\nema_decay = 1.0\n[teacher]\nlayers = 8\n").unwrap();
     let grown = root.0.join("grown");
-    let transformer = model.join("transformer");
-    let args = ["--data", s(&data), "--out", s(&grown), "--steps", "1", "--seed", "1", "--config", s(&config), "--init", s(&transformer)];
-    ok(&[&["train", "teacher", "--model-dir", s(&model)][..], &args].concat());
+    train(&grown, "1", &config, &["--init", s(&model.join("transformer"))]);
     let exported: serde_json::Value = serde_json::from_slice(&fs::read(grown.join("transformer/config.json")).unwrap()).unwrap();
     assert_eq!(exported["num_layers"], 8, "{exported}");
     for f in ["config.json", "diffusion_pytorch_model.safetensors"] {
