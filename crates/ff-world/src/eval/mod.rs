@@ -90,6 +90,16 @@ pub fn clip_identity(frames: &[Vec<u8>], width: usize, height: usize) -> Identit
     modal(&frames.iter().map(|f| identity(&detect(f, width, height))).collect::<Vec<_>>())
 }
 
+/// The drift windows `[start, end)` over `frames` frames, `window` frames each; a remainder under
+/// half a window (the trailing frame of a 1 + 4(L − 1)-frame video) joins the window before it.
+fn windows(frames: usize, window: usize) -> impl Iterator<Item = (usize, usize)> {
+    let mut count = frames.div_ceil(window);
+    if count > 1 && frames - (count - 1) * window < window.div_ceil(2) {
+        count -= 1;
+    }
+    (0..count).map(move |i| (i * window, if i + 1 == count { frames } else { (i + 1) * window }))
+}
+
 fn modal(ids: &[Identity]) -> Identity {
     let mut counts: HashMap<&Identity, usize> = HashMap::new();
     ids.iter().for_each(|i| *counts.entry(i).or_default() += 1);
@@ -155,10 +165,8 @@ pub fn evaluate(clip: &Clip, prompt: &Prompt, options: &EvalOptions) -> Result<R
     let tracks: Vec<Track> = reference.iter().map(|&(c, s)| track(&detections, c, s, scale)).collect();
     let (colour, shape, motion) = accuracy(prompt, &tracks);
     let window = ((options.window_seconds * FPS as f64).round() as usize).max(1);
-    let drift = (0..clip.frames.len())
-        .step_by(window)
-        .map(|start| {
-            let end = (start + window).min(clip.frames.len());
+    let drift = windows(clip.frames.len(), window)
+        .map(|(start, end)| {
             let local: Vec<Track> = reference.iter().map(|&(c, s)| track(&detections[start..end], c, s, scale)).collect();
             let (c, s, _) = accuracy(prompt, &local);
             let jumps: Vec<f64> = local.iter().map(|t| t.mean_jump).collect();

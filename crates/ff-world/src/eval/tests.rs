@@ -58,10 +58,22 @@ fn identity_persistence_counts_lost_and_duplicated_objects() {
     for f in 10..20 {
         clip.frames[f] = blank.clone();
     }
-    let r = evaluate(&clip, &scene.prompt, &EvalOptions::default()).unwrap();
+    let options = EvalOptions { window_seconds: 2.5, ..EvalOptions::default() };
+    let r = evaluate(&clip, &scene.prompt, &options).unwrap();
     assert!((r.identity_persistence - 71.0 / 81.0).abs() < 1e-9, "{}", r.identity_persistence);
-    assert_eq!(r.drift.len(), 2);
+    let starts: Vec<f64> = r.drift.iter().map(|w| w.start_seconds).collect();
+    assert_eq!(starts, [0.0, 2.5], "two 40-frame windows, the 81st frame in the second");
     assert!(r.drift[0].identity_persistence < 1.0 && r.drift[1].identity_persistence == 1.0);
+    assert!((r.drift[0].identity_persistence - 30.0 / 40.0).abs() < 1e-9);
+}
+
+#[test]
+fn a_trailing_frame_joins_the_last_drift_window() {
+    assert_eq!(windows(81, 80).collect::<Vec<_>>(), [(0, 81)]);
+    assert_eq!(windows(1041, 80).collect::<Vec<_>>().last(), Some(&(960, 1041)));
+    assert_eq!(windows(1041, 80).count(), 13);
+    assert_eq!(windows(120, 80).collect::<Vec<_>>(), [(0, 80), (80, 120)], "half a window stands alone");
+    assert_eq!(windows(0, 80).count(), 0);
 }
 
 /// Luminance offsets injected at anchor latents or alternating per chunk show up as the matching
