@@ -334,6 +334,27 @@ impl Prompt {
         Ok(Self { objects, background, gradient })
     }
 
+    /// Why the domain never draws this prompt, if it does not: an object whose colour the
+    /// background does not admit ([`Background::admits`]) or two objects of one colour. A model of
+    /// the domain has seen no such clip.
+    pub fn undrawn(&self) -> Option<String> {
+        let gradient = if self.gradient { " gradient" } else { "" };
+        if let Some(o) = self.objects.iter().find(|o| !self.background.admits(o.colour, self.gradient)) {
+            let fits: Vec<&str> = BACKGROUNDS.iter().filter(|b| b.admits(o.colour, self.gradient)).map(|b| b.name()).collect();
+            return Some(format!(
+                "the small world never draws {} on a {}{gradient} background (too little contrast); {} objects go on: {}",
+                o.colour.name(),
+                self.background.name(),
+                o.colour.name(),
+                fits.join(", ")
+            ));
+        }
+        match self.objects.as_slice() {
+            [a, b] if a.colour == b.colour => Some(format!("the small world never draws two {} objects", a.colour.name())),
+            _ => None,
+        }
+    }
+
     /// The canonical caption.
     pub fn caption(&self) -> String {
         let objects: Vec<String> = self
@@ -349,6 +370,20 @@ impl Prompt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prompts_the_domain_never_draws_are_named_and_sampled_scenes_are_not() {
+        let undrawn = |p: &str| Prompt::parse(p).unwrap().undrawn();
+        let blue = undrawn("a blue circle moves right on a gray background").unwrap();
+        assert!(blue.contains("blue on a gray background") && blue.ends_with("black, white, dark blue"), "{blue}");
+        assert!(undrawn("a red circle bounces and a red square moves up").unwrap().contains("two red objects"));
+        assert_eq!(undrawn("a white circle moves right on a gray background"), None);
+        let config = crate::scene::SceneConfig { two_objects: 0.5, gradient: 0.25, ..Default::default() };
+        for seed in 0..500 {
+            let scene = crate::scene::Scene::sample(seed, &config);
+            assert_eq!(scene.prompt.undrawn(), None, "{}", scene.prompt.caption());
+        }
+    }
 
     #[test]
     fn canonical_captions_round_trip_and_variants_map_onto_them() {

@@ -70,12 +70,18 @@ impl StudentManifest {
     }
 
     /// Refuses a prompt outside the student's vocabulary, naming the unknown words and listing
-    /// what the model knows.
+    /// what the model knows, or one its domain never draws (`ff_world::Prompt::undrawn`).
     pub fn check_prompt(&self, prompt: &str) -> Result<()> {
-        if self.vocabulary == Vocabulary::SmallWorld
-            && let Err(e) = ff_world::Prompt::parse(prompt)
-        {
-            bail!("this model was trained on the small world's captions only and cannot draw this prompt: {e}");
+        if self.vocabulary == Vocabulary::SmallWorld {
+            let cannot = "this model was trained on the small world's captions only and cannot draw this prompt";
+            match ff_world::Prompt::parse(prompt) {
+                Err(e) => bail!("{cannot}: {e}"),
+                Ok(p) => {
+                    if let Some(why) = p.undrawn() {
+                        bail!("{cannot}: {why}");
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -108,6 +114,8 @@ mod tests {
         for known in ["circle, square, triangle", "red, green, blue", "black, white, gray, dark blue", "moves left", "bounces"] {
             assert!(err.contains(known), "the message lists what the model knows ({known}): {err}");
         }
+        let err = world.check_prompt("a blue circle moves right on a gray background").unwrap_err().to_string();
+        assert!(err.contains("never draws blue on a gray background"), "{err}");
         let open = StudentManifest { vocabulary: Vocabulary::Open, ..world };
         open.check_prompt("a purple dragon flies").unwrap();
     }
