@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Trains the small world from scratch on the CPU, stage by stage:
-#   codec -> text encoder/tokenizer -> latent shards -> teacher (two runs; MODEL/teacher/) -> eval.
+#   codec -> text encoder/tokenizer -> latent shards -> teacher (three runs; MODEL/teacher/) -> eval.
 # The default model's student is trained from the teacher afterwards by scripts/train-default.sh.
 # Resumable: a stage whose final output exists is skipped; a stage that was interrupted resumes
 # from its last checkpoint (train --resume) or last complete shard (world-latents). Each stage
@@ -8,8 +8,8 @@
 # data go to RUNS (default /work/world-runs), outside the repository.
 #
 #   scripts/train-world.sh                      # everything
-#   CLIPS=512 TEACHER_STEPS=2000 GROW_STEPS=1000 scripts/train-world.sh   # smaller
-# (TEACHER_STEPS / GROW_STEPS override the two teacher runs' step counts.)
+#   CLIPS=512 TEACHER_STEPS=2000 GROW_STEPS=1000 MORE_STEPS=1000 scripts/train-world.sh   # smaller
+# (TEACHER_STEPS / GROW_STEPS / MORE_STEPS override the three teacher runs' step counts.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/flashforward}
@@ -38,24 +38,27 @@ latents() {
 }
 stage latents "$RUNS/latents/.complete-$CLIPS" latents
 
-# 4. Teacher, in two runs (each skipped once it has exported, else resumed from its newest
-#    checkpoint): 4 blocks from random weights (scripts/world/teacher.toml), then its export
-#    grown to 8 blocks and trained on (scripts/world/teacher-grow.toml), whose export is installed
-#    as MODEL/teacher.
+# 4. Teacher, in three runs (each skipped once it has exported, else resumed from its newest
+#    checkpoint): 4 blocks from random weights (scripts/world/teacher.toml); its export grown to
+#    8 blocks and trained on (scripts/world/teacher-grow.toml); that export trained on again at 8
+#    blocks with another seed (scripts/world/teacher-more.toml), whose export is installed as
+#    MODEL/teacher.
 teacher_run() {
-    local run=$1 config=$2; shift 2
+    local run=$1 config=$2 seed=$3; shift 3
     [ -e "$run/transformer/diffusion_pytorch_model.safetensors" ] && return
     local resume=()
     ls -d "$run"/step-* >/dev/null 2>&1 && resume=(--resume)
-    $NICE "$BIN" train teacher --model-dir "$MODEL" --data "$RUNS/latents" --out "$run" --config "$config" --seed 0 \
+    $NICE "$BIN" train teacher --model-dir "$MODEL" --data "$RUNS/latents" --out "$run" --config "$config" --seed "$seed" \
         "$@" "${resume[@]}"
 }
 teacher() {
-    teacher_run "$RUNS/teacher" scripts/world/teacher.toml ${TEACHER_STEPS:+--steps "$TEACHER_STEPS"}
-    teacher_run "$RUNS/teacher-grown" scripts/world/teacher-grow.toml --init "$RUNS/teacher/transformer" \
+    teacher_run "$RUNS/teacher" scripts/world/teacher.toml 0 ${TEACHER_STEPS:+--steps "$TEACHER_STEPS"}
+    teacher_run "$RUNS/teacher-grown" scripts/world/teacher-grow.toml 0 --init "$RUNS/teacher/transformer" \
         ${GROW_STEPS:+--steps "$GROW_STEPS"}
+    teacher_run "$RUNS/teacher-more" scripts/world/teacher-more.toml 1 --init "$RUNS/teacher-grown/transformer" \
+        ${MORE_STEPS:+--steps "$MORE_STEPS"}
     rm -rf "$MODEL/teacher.tmp"
-    cp -r "$RUNS/teacher-grown/transformer" "$MODEL/teacher.tmp"
+    cp -r "$RUNS/teacher-more/transformer" "$MODEL/teacher.tmp"
     mv "$MODEL/teacher.tmp" "$MODEL/teacher"
 }
 stage teacher "$MODEL/teacher/diffusion_pytorch_model.safetensors" teacher
