@@ -18,7 +18,7 @@ RUNS=${RUNS:-/work/world-runs}
 CLIPS=${CLIPS:-2048}          # training clips of 5 s (21 latents), a fifth with two objects
 EVAL_PROMPTS=${EVAL_PROMPTS:-32}
 EVAL_STEPS=${EVAL_STEPS:-50}
-GUIDANCE=${GUIDANCE:-3}
+GUIDANCE=${GUIDANCE:-5}
 NICE=${NICE:-nice -n 5}
 [ -x "$BIN" ] || cargo build --release -p ff-cli
 mkdir -p "$RUNS" "$MODEL"

@@ -22,8 +22,8 @@ const PROMPTS: [&str; 6] = [
     "an orange triangle bounces on a white background",
 ];
 /// Mean prompt accuracy and identity persistence the clips must reach (the gates: 0.90, 0.95).
-const MIN_PROMPT_ACCURACY: f64 = 0.5;
-const MIN_IDENTITY: f64 = 0.6;
+const MIN_PROMPT_ACCURACY: f64 = 0.6;
+const MIN_IDENTITY: f64 = 0.5;
 
 fn model() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/world")
