@@ -75,7 +75,7 @@ fn summary(r: &Report) -> Value {
         "identity_persistence": r.identity_persistence,
         "mean_jump": r.mean_jump,
         "max_jump": r.max_jump,
-        "seams": {"anchor": r.seams.anchor, "chunk": r.seams.chunk, "interior": r.seams.interior, "periodic": r.seams.periodic},
+        "seams": {"anchor": r.seams.anchor, "chunk": r.seams.chunk, "interior": r.seams.interior, "latent_boundary": r.seams.latent_boundary, "periodic": r.seams.periodic},
     })
 }
 
@@ -94,6 +94,7 @@ fn average(reports: &[Report]) -> Value {
             "anchor": mean(&|r| r.seams.anchor),
             "chunk": mean(&|r| r.seams.chunk),
             "interior": mean(&|r| r.seams.interior),
+            "latent_boundary": mean(&|r| r.seams.latent_boundary),
             "periodic": mean(&|r| r.seams.periodic),
         },
     })

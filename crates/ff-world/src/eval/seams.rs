@@ -8,6 +8,11 @@
 //! * `anchor`: mean jump where exactly one side is an anchor latent;
 //! * `chunk`: at renderer-chunk boundaries with no anchor on either side;
 //! * `interior`: every other transition;
+//! * `latent_boundary`: the interior transitions between two latents (neither anchor nor chunk
+//!   boundary): the jump the codec makes at any latent boundary, so the control against which the
+//!   anchor and chunk jumps, which are latent boundaries too, show what the schedule adds (the
+//!   paper's `interior` is the control on the Wan VAE, whose latents decode seamlessly; the small
+//!   world's codec jumps at every latent boundary, under any schedule);
 //! * `periodic`: Σ over one anchor period's `4Δ` transitions (from the one entering anchor latent
 //!   mΔ, m ≥ 1) of (jump − interior), averaged over the complete periods of the clip.
 //!   Without anchors (`anchor_stride` 0) `anchor` and `periodic` are 0.
@@ -46,6 +51,7 @@ pub struct Seams {
     pub anchor: f64,
     pub chunk: f64,
     pub interior: f64,
+    pub latent_boundary: f64,
     pub periodic: f64,
     /// Jump and kind of every transition.
     #[serde(skip)]
@@ -95,6 +101,9 @@ pub fn measure(clip: &Clip, layout: &SeamLayout) -> Seams {
         .collect();
     let of = |k: Transition| mean(jumps.iter().filter(|j| j.1 == k).map(|j| j.0));
     let interior = of(Transition::Interior);
+    let between_latents = |f: usize| layout.latent(f) != layout.latent(f + 1);
+    let latent_boundary =
+        mean(jumps.iter().enumerate().filter(|(f, j)| j.1 == Transition::Interior && between_latents(*f)).map(|(_, j)| j.0));
     let period = layout.anchor_stride * layout.temporal;
     let periodic = if layout.anchor_stride == 0 || period == 0 {
         0.0
@@ -105,5 +114,5 @@ pub fn measure(clip: &Clip, layout: &SeamLayout) -> Seams {
         mean(starts.iter().map(|&s| jumps[s..s + period].iter().map(|j| j.0 - interior).sum::<f64>()))
     };
     let anchor = if layout.anchor_stride == 0 { 0.0 } else { of(Transition::Anchor) };
-    Seams { anchor, chunk: of(Transition::Chunk), interior, periodic, jumps }
+    Seams { anchor, chunk: of(Transition::Chunk), interior, latent_boundary, periodic, jumps }
 }

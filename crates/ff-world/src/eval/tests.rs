@@ -77,7 +77,8 @@ fn a_trailing_frame_joins_the_last_drift_window() {
 }
 
 /// Luminance offsets injected at anchor latents or alternating per chunk show up as the matching
-/// seam statistic and nowhere else.
+/// seam statistic and nowhere else; one alternating per latent (a codec's boundary jump) shows up
+/// at every latent boundary alike, anchor, chunk and the interior's latent boundaries.
 #[test]
 fn seams_find_injected_anchor_and_chunk_offsets() {
     let (w, h, latents) = (16, 16, 41);
@@ -90,9 +91,14 @@ fn seams_find_injected_anchor_and_chunk_offsets() {
     };
     let anchors = measure(&video(&|l| if l % 10 == 0 || l == latents - 1 { 12 } else { 0 }), &layout);
     assert!((anchors.anchor - 12.0).abs() < 0.01 && anchors.chunk == 0.0 && anchors.interior == 0.0, "{anchors:?}");
+    assert_eq!(anchors.latent_boundary, 0.0);
     assert!((anchors.periodic - 24.0).abs() < 0.01, "{}", anchors.periodic);
     let chunks = measure(&video(&|l| if (l / 3) % 2 == 1 { 8 } else { 0 }), &SeamLayout { anchor_stride: 0, ..layout.clone() });
     assert!((chunks.chunk - 8.0).abs() < 0.01 && chunks.interior == 0.0 && chunks.anchor == 0.0, "{chunks:?}");
+    assert_eq!(chunks.latent_boundary, 0.0);
+    let codec = measure(&video(&|l| if l % 2 == 1 { 6 } else { 0 }), &layout);
+    assert!([codec.anchor, codec.chunk, codec.latent_boundary].iter().all(|j| (j - 6.0).abs() < 0.01), "{codec:?}");
+    assert!(codec.interior > 0.0 && codec.interior < 6.0 * 0.3, "three of four interior transitions lie inside a latent: {codec:?}");
 }
 
 use seams::measure;
