@@ -142,7 +142,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         None => eprintln!("{}", plan.describe(args.schedule)),
     }
     let text_start = Instant::now();
-    let (embedding, source) = prompt::embed(&plan.text, &args.prompt, args.prompt_cache.as_deref())?;
+    let (embedding, source) = prompt::embed(&plan.text, &plan.prompt, args.prompt_cache.as_deref())?;
     let empty = match args.steps.filter(|_| args.guidance != 1.0) {
         Some(_) => Some(prompt::embed(&plan.text, "", args.prompt_cache.as_deref())?.0),
         None => None,

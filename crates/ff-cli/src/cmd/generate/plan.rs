@@ -32,6 +32,8 @@ pub struct Plan {
     pub executor: Executor,
     pub placement: Placement,
     pub text: PromptEncoderFiles,
+    /// The text the encoder reads: `--prompt`, or a small-world student's canonical caption of it.
+    pub prompt: String,
     /// Prompt tokens (with `</s>`, after truncation).
     pub tokens: usize,
 }
@@ -52,8 +54,12 @@ impl Plan {
         let (hub, default) = (hub_cache_dir(env), default_model_dir(env));
         let files = args.files.resolve(if args.hub { Fallback::Hub(hub.as_deref()) } else { Fallback::Default(&default) })?;
         let student = if files.dit.is_dir() { StudentManifest::read(&files.dit)? } else { None };
-        if let Some(student) = &student {
-            student.check_prompt(&args.prompt)?;
+        let prompt = match &student {
+            Some(student) => student.prompt_text(&args.prompt)?,
+            None => args.prompt.clone(),
+        };
+        if prompt != args.prompt {
+            eprintln!("prompt: the student reads it as \"{prompt}\"");
         }
         let configs = Configs::read(&files)?;
         let [height, width] = student.as_ref().map_or([480, 832], |s| s.frame_size);
@@ -66,14 +72,14 @@ impl Plan {
         let executor = args.executor.unwrap_or(if several { Executor::Wavefront } else { Executor::Serial });
         let placement = executor.placement(graph.contract.stages(), &args.devices);
         let max_len = configs.dit.text_len;
-        let tokens = prompt::check_length(&files.tokenizer, max_len, &args.prompt, args.truncate_prompt)?;
+        let tokens = prompt::check_length(&files.tokenizer, max_len, &prompt, args.truncate_prompt)?;
         let text = PromptEncoderFiles {
             tokenizer: files.tokenizer.clone(),
             weights: files.text_encoder.clone(),
             config: configs.text.clone(),
             max_len,
         };
-        Ok(Self { length, files, configs, frame, latent_size, graph, executor, placement, text, tokens })
+        Ok(Self { length, files, configs, frame, latent_size, graph, executor, placement, text, prompt, tokens })
     }
 
     /// Refuses the run when the text encoder (CPU, f32, unless the prompt is cached) or the
@@ -82,7 +88,7 @@ impl Plan {
     pub fn check_memory(&self, args: &Args) -> Result<()> {
         let limit = args.memory_limit.map(|gib| (gib * (1u64 << 30) as f64) as u64);
         let devices = &args.devices;
-        if !prompt::is_cached(&self.text, &args.prompt, args.prompt_cache.as_deref())? {
+        if !prompt::is_cached(&self.text, &self.prompt, args.prompt_cache.as_deref())? {
             let (_, elements) = checkpoint_contents(&self.files.text_encoder)?;
             let mut text = Estimate::default();
             text.add("text encoder weights", elements * 4);

@@ -69,21 +69,24 @@ impl StudentManifest {
         write_atomic(&dir.join(MANIFEST_FILE), |w| Ok(serde_json::to_writer_pretty(w, self)?))
     }
 
-    /// Refuses a prompt outside the student's vocabulary, naming the unknown words and listing
-    /// what the model knows, or one its domain never draws (`ff_world::Prompt::undrawn`).
-    pub fn check_prompt(&self, prompt: &str) -> Result<()> {
-        if self.vocabulary == Vocabulary::SmallWorld {
-            let cannot = "this model was trained on the small world's captions only and cannot draw this prompt";
-            match ff_world::Prompt::parse(prompt) {
-                Err(e) => bail!("{cannot}: {e}"),
-                Ok(p) => {
-                    if let Some(why) = p.undrawn() {
-                        bail!("{cannot}: {why}");
-                    }
-                }
-            }
+    /// The text the student's text encoder reads for `prompt`: a small-world student reads the
+    /// canonical caption of the parsed prompt ("a red circle bounces" reads "a red circle bounces
+    /// on a black background", the wording of every training caption), an open one the prompt as
+    /// given. Refuses a prompt outside the student's vocabulary, naming the unknown words and
+    /// listing what the model knows, or one its domain never draws (`ff_world::Prompt::undrawn`).
+    pub fn prompt_text(&self, prompt: &str) -> Result<String> {
+        if self.vocabulary == Vocabulary::Open {
+            return Ok(prompt.to_string());
         }
-        Ok(())
+        let cannot = "this model was trained on the small world's captions only and cannot draw this prompt";
+        let parsed = match ff_world::Prompt::parse(prompt) {
+            Err(e) => bail!("{cannot}: {e}"),
+            Ok(p) => p,
+        };
+        if let Some(why) = parsed.undrawn() {
+            bail!("{cannot}: {why}");
+        }
+        Ok(parsed.caption())
     }
 }
 
@@ -108,16 +111,18 @@ mod tests {
     #[test]
     fn small_world_students_refuse_prompts_outside_the_vocabulary() {
         let world = StudentManifest { contract: contract(), frame_size: [64, 64], vocabulary: Vocabulary::SmallWorld };
-        world.check_prompt("a red circle bounces on a black background").unwrap();
-        let err = world.check_prompt("a purple dragon flies").unwrap_err().to_string();
+        let full = "a red circle bounces on a black background";
+        assert_eq!(world.prompt_text(full).unwrap(), full);
+        assert_eq!(world.prompt_text("A red ball bounces.").unwrap(), full, "the training captions' wording");
+        let err = world.prompt_text("a purple dragon flies").unwrap_err().to_string();
         assert!(err.contains("unknown words 'dragon', 'flies'"), "{err}");
         for known in ["circle, square, triangle", "red, green, blue", "black, white, gray, dark blue", "moves left", "bounces"] {
             assert!(err.contains(known), "the message lists what the model knows ({known}): {err}");
         }
-        let err = world.check_prompt("a blue circle moves right on a gray background").unwrap_err().to_string();
+        let err = world.prompt_text("a blue circle moves right on a gray background").unwrap_err().to_string();
         assert!(err.contains("never draws blue on a gray background"), "{err}");
         let open = StudentManifest { vocabulary: Vocabulary::Open, ..world };
-        open.check_prompt("a purple dragon flies").unwrap();
+        assert_eq!(open.prompt_text("a purple dragon flies").unwrap(), "a purple dragon flies");
     }
 
     #[test]
