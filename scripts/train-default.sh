@@ -14,7 +14,9 @@
 #
 # BIN: the binary (default target/release/flashforward, built if absent); SFT_CONFIG / DMD_CONFIG:
 # the phases' configs (default scripts/world/{sft,dmd}.toml); SFT_STEPS / DMD_STEPS override their
-# step counts; CLIPS: 20 s training clips (scene seeds 0..CLIPS of dataset seed 2).
+# step counts; CLIPS: 20 s training clips (scene seeds 0..CLIPS of dataset seed 2); DEVICES: the
+# phases' data-parallel workers (`--devices`, e.g. cpu:0,1: two CPU workers overlap the
+# single-threaded element-wise ops of a step; default: the configs' `devices`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/flashforward}
@@ -45,7 +47,8 @@ train() {
     local phase=$1 run=$2; shift 2
     local resume=()
     ls -d "$run"/step-* >/dev/null 2>&1 && resume=(--resume)
-    $NICE "$BIN" train "$phase" --model-dir "$BASE" --out "$run" --seed 0 "$@" "${resume[@]}"
+    $NICE "$BIN" train "$phase" --model-dir "$BASE" --out "$run" --seed 0 "$@" \
+        ${DEVICES:+--devices "$DEVICES"} "${resume[@]}"
 }
 
 # 1. 20 s latent shards (L = 81) straight from the generator.
