@@ -24,8 +24,9 @@ declare -A flags=(
     [n-c-causal-rcm]="--schedule n-c-causal-rcm"
     [history-only]="--schedule flashforward --no-anchors"
     [anchors-only]="--schedule flashforward --no-history"
+    [splice]="--schedule flashforward --splice"
 )
-ROWS=${ROWS:-flashforward self-forcing hiar n-c-causal-rcm history-only anchors-only}
+ROWS=${ROWS:-flashforward self-forcing hiar n-c-causal-rcm history-only anchors-only splice}
 mkdir -p "$out"
 # mean of generate's "denoising path X s" over a log
 denoise_mean() { grep -o 'denoising path [0-9.]*' "$1" | awk '{ s += $3; n++ } END { if (n) printf "%.3f", s / n; else print "-" }'; }
@@ -50,7 +51,7 @@ for row in $ROWS; do
         cmp -s "$wave/$name" "$out/$row/$name" || same=no
     done
     # shellcheck disable=SC2086
-    forwards=$("$BIN" plan $f --latents $(((16 * seconds + 3) / 4 + 1)) --json | jq '.forwards')
+    forwards=$("$BIN" plan ${f/ --splice/} --latents $(((16 * seconds + 3) / 4 + 1)) --json | jq '.forwards')
     jq -r --arg row "$row" --arg f "$f" --arg fw "$forwards" --arg s "$(denoise_mean "$out/$row/generate.log")" \
         --arg w "$(denoise_mean "$wave/generate.log")" --arg same "$same" \
         '"| \($row) | `\($f)` | \(.prompt_accuracy*1000|round/1000) | \(.colour_accuracy*1000|round/1000) | \(.shape_accuracy*1000|round/1000) | \(.motion_accuracy*1000|round/1000) | \(.identity_persistence*1000|round/1000) | \(.seams.anchor/.seams.interior*100|round/100) | \(.seams.anchor/.seams.latent_boundary*100|round/100) | \($fw) | \($s) | \($w) | \($same) |"' \

@@ -161,6 +161,12 @@ fn generates_mp4_gif_and_frames_deterministically() {
     let ablated = run("ablated/", &["--seed", "1", "--no-anchors", "--no-history"]);
     assert_eq!(ablated.len(), 17);
     assert_ne!(ablated, first, "the ablations changed nothing");
+    // The splice baseline keeps the planner's anchors (latents 0 and 4) in the video.
+    let spliced = run("splice/", &["--seed", "1", "--splice"]);
+    assert_eq!(spliced.len(), 17);
+    assert_ne!(spliced, first, "the planner's anchors replaced nothing");
+    let err = fails(&m.wan_args("no-splice/", &["--latents", "5", "--splice", "--no-anchors"]));
+    assert!(err.contains("--splice") && err.contains("has none"), "{err}");
     // The baselines run through the same command.
     for schedule in ["self-forcing", "hiar", "bidirectional"] {
         let frames = run(&format!("{schedule}/"), &["--schedule", schedule]);

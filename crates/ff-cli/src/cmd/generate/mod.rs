@@ -21,6 +21,7 @@ pub(crate) mod paths;
 mod pipeline;
 mod plan;
 mod prompt;
+mod splice;
 mod stream;
 pub(crate) mod student;
 
@@ -73,6 +74,10 @@ pub struct Args {
     /// s = 1 − i/steps; 5 is Wan2.1's, lower values spend more steps at low noise.
     #[arg(long, default_value_t = 5.0, requires = "steps")]
     sample_shift: f64,
+    /// Keep the planner's clean anchor latents in the video at the anchor positions instead of
+    /// the renderer's output there (the paper's splice baseline, Tab. 6): ablation.
+    #[arg(long, conflicts_with = "steps")]
+    splice: bool,
     /// Default: serial on one device, wavefront on several.
     #[arg(long, value_enum)]
     executor: Option<Executor>,
@@ -160,6 +165,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         vae_config: &plan.configs.vae,
         latent_size: plan.latent_size,
         seed: args.seed,
+        splice: args.splice,
     };
     if let Some(steps) = args.steps {
         let guided = euler::Guided {

@@ -25,6 +25,7 @@ use ff_sched::exec::{DitRunner, NoiseSpec, Roles, execute, execute_batched};
 use ff_train::checkpoint::ServedDit;
 
 use super::devices::device_of;
+use super::splice::Splice;
 use super::stream::{Finished, InOrder, Stop, Streamed};
 use crate::progress::ChunkProgress;
 use crate::video::{VideoSink, frames_from_tensor_data};
@@ -42,6 +43,8 @@ pub struct Job<'a> {
     /// Latent height and width.
     pub latent_size: [usize; 2],
     pub seed: u64,
+    /// Keep the planner's anchors in the output at the anchor positions (`--splice`).
+    pub splice: bool,
 }
 
 /// What a finished (or interrupted) generation reports.
@@ -105,12 +108,14 @@ pub fn generate<B: AttentionBackend>(
             base.for_roles(Roles::of_workers(job.graph, &job.placement, &on_device)).to_device(device)
         })
         .collect();
-    let runners: Vec<_> =
-        (0..workers).map(|w| Streamed::new(per_device[device_of(w, devices.len())].clone(), w, tx.clone(), stop.clone())).collect();
+    let runners: Vec<_> = (0..workers)
+        .map(|w| Streamed::new(per_device[device_of(w, devices.len())].clone(), w, tx.clone(), stop.clone()).with_splice(job.splice))
+        .collect();
     drop(per_device);
     drop((tx, base));
     let mut decoder = vae.stream_decoder();
     let mut order = InOrder::default();
+    let mut splice = job.splice.then(|| Splice::<B>::new(&job.graph.contract.anchors));
     let mut progress = ChunkProgress::new(job.graph.outputs().len());
     let mut first_frames = None;
     let start = Instant::now();
@@ -134,8 +139,13 @@ pub fn generate<B: AttentionBackend>(
         // Receiving ends when every worker has dropped its sender, i.e. the executor returned.
         // After Ctrl-C no further chunk is decoded: the workers stop at their next forward, and
         // the chunks still arriving are dropped.
-        let written =
-            rx.iter().try_for_each(|done| order.push(done).into_iter().take_while(|_| !stop.interrupted()).try_for_each(&mut write));
+        let written = rx.iter().try_for_each(|done| {
+            let outputs = match &mut splice {
+                Some(splice) => splice.push(done),
+                None => vec![done],
+            };
+            outputs.into_iter().flat_map(|d| order.push(d)).take_while(|_| !stop.interrupted()).try_for_each(&mut write)
+        });
         if written.is_err() {
             stop.abort.store(true, Ordering::SeqCst);
             rx.iter().for_each(drop);

@@ -6,7 +6,7 @@ use anyhow::Result;
 use ff_model::text::PromptEncoderFiles;
 use ff_sched::exec::Placement;
 use ff_sched::exec::waves;
-use ff_sched::schedule::NodeId;
+use ff_sched::schedule::{NodeId, NodeKind};
 use ff_sched::{ContractConfig, Graph, ScheduleKind};
 
 use super::Args;
@@ -68,6 +68,9 @@ impl Plan {
         configs.check_latents(length.latents)?;
         let trained = student.as_ref().map_or(ContractConfig::new(length.latents), |s| s.contract_at(length.latents));
         let graph = args.schedule.build(&args.contract.contract_over(trained)?)?;
+        if args.splice && !graph.nodes.iter().any(|n| n.kind == NodeKind::PlannerCache) {
+            anyhow::bail!("--splice keeps planner anchors in the video, and the {} schedule here has none", graph.schedule);
+        }
         let several = args.devices.count() > 1;
         let executor = args.executor.unwrap_or(if several { Executor::Wavefront } else { Executor::Serial });
         let placement = executor.placement(graph.contract.stages(), &args.devices);

@@ -3,6 +3,8 @@
 //! [`Streamed`] wraps a worker's [`Runner`]: it sends the x0 of every output node (a finished
 //! renderer chunk, or the whole clip) to the decoding thread as soon as the forward returns, and
 //! stops the worker at the next forward once a stop is requested (Ctrl-C, or the decoder failed).
+//! With `splice` it also sends each planner block's clean anchor latents (`--splice`, see
+//! [`super::splice`]).
 //! [`InOrder`] hands the chunks on in position order, whatever order the workers finish them in.
 
 use std::collections::BTreeMap;
@@ -12,12 +14,14 @@ use std::sync::mpsc::Sender;
 
 use ff_sched::SchedError;
 use ff_sched::exec::{NodeResult, Runner};
-use ff_sched::schedule::Node;
+use ff_sched::schedule::{Node, NodeKind};
 
 /// A finished output: its latent positions and its x0.
 pub struct Finished<X> {
     pub positions: Vec<usize>,
     pub latent: X,
+    /// The planner's clean anchors of `positions` (sent with `splice`), not video output.
+    pub planner: bool,
 }
 
 /// Why workers should stop early.
@@ -52,11 +56,18 @@ pub struct Streamed<R: Runner> {
     worker: usize,
     outputs: Sender<Finished<R::Latent>>,
     stop: Stop,
+    splice: bool,
 }
 
 impl<R: Runner> Streamed<R> {
     pub fn new(inner: R, worker: usize, outputs: Sender<Finished<R::Latent>>, stop: Stop) -> Self {
-        Self { inner, worker, outputs, stop }
+        Self { inner, worker, outputs, stop, splice: false }
+    }
+
+    /// Also streams the clean anchors of every planner block (the source of its clean-endpoint
+    /// forward).
+    pub fn with_splice(self, splice: bool) -> Self {
+        Self { splice, ..self }
     }
 }
 
@@ -68,11 +79,15 @@ impl<R: Runner> Streamed<R> {
         }
     }
 
-    /// Sends `latent` on when `node` is an output. A closed channel means the consumer gave up;
-    /// the abort flag then stops the next forward.
-    fn send(&self, node: &Node, latent: &R::Latent) {
+    /// Sends `latent` on when `node` is an output, and with `splice` the clean anchors `source`
+    /// of a planner clean-endpoint node. A closed channel means the consumer gave up; the abort
+    /// flag then stops the next forward.
+    fn send(&self, node: &Node, source: Option<&R::Latent>, latent: &R::Latent) {
+        let positions = node.positions.clone();
         if node.output {
-            let _ = self.outputs.send(Finished { positions: node.positions.clone(), latent: latent.clone() });
+            let _ = self.outputs.send(Finished { positions, latent: latent.clone(), planner: false });
+        } else if let (true, NodeKind::PlannerCache, Some(anchors)) = (self.splice, node.kind, source) {
+            let _ = self.outputs.send(Finished { positions, latent: anchors.clone(), planner: true });
         }
     }
 }
@@ -84,7 +99,7 @@ impl<R: Runner> Runner for Streamed<R> {
     fn run(&mut self, node: &Node, source: Option<&R::Latent>, reads: &[&R::Kv]) -> ff_sched::Result<NodeResult<R>> {
         self.check_stop()?;
         let result = self.inner.run(node, source, reads)?;
-        self.send(node, &result.0);
+        self.send(node, source, &result.0);
         Ok(result)
     }
 
@@ -96,8 +111,8 @@ impl<R: Runner> Runner for Streamed<R> {
     ) -> ff_sched::Result<Vec<NodeResult<R>>> {
         self.check_stop()?;
         let results = self.inner.run_batch(nodes, sources, reads)?;
-        for (node, (latent, _)) in nodes.iter().zip(&results) {
-            self.send(node, latent);
+        for ((node, source), (latent, _)) in nodes.iter().zip(sources).zip(&results) {
+            self.send(node, *source, latent);
         }
         Ok(results)
     }
@@ -146,7 +161,7 @@ mod tests {
     use super::*;
 
     fn finished(start: usize, len: usize) -> Finished<usize> {
-        Finished { positions: (start..start + len).collect(), latent: start }
+        Finished { positions: (start..start + len).collect(), latent: start, planner: false }
     }
 
     #[test]
@@ -196,5 +211,37 @@ mod tests {
         assert!(err.contains("worker 2") && err.contains("interrupted"), "{err}");
         assert!(runner.run_batch(&batch, &[None, None], &[vec![], vec![]]).is_err());
         assert_eq!(runner.inner.0, 3, "no forward after the stop");
+    }
+
+    #[test]
+    fn with_splice_the_planner_blocks_clean_anchors_are_streamed_too() {
+        struct Id;
+        impl Runner for Id {
+            type Latent = usize;
+            type Kv = Kv;
+            fn run(&mut self, node: &Node, _: Option<&usize>, _: &[&Kv]) -> ff_sched::Result<(usize, Vec<Kv>)> {
+                Ok((node.id, vec![]))
+            }
+        }
+        #[derive(Debug, Clone)]
+        struct Kv;
+        impl ff_sched::bank::Entry for Kv {
+            fn bytes(&self) -> usize {
+                0
+            }
+        }
+        let contract = ff_sched::Contract::new(ff_sched::ContractConfig::new(21)).unwrap();
+        let graph = ff_sched::ScheduleKind::FlashForward.build(&contract).unwrap();
+        let cache = graph.nodes.iter().find(|n| n.kind == NodeKind::PlannerCache).unwrap();
+        let denoise = graph.nodes.iter().find(|n| n.kind == NodeKind::PlannerDenoise).unwrap();
+        for splice in [false, true] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let mut runner = Streamed::new(Id, 0, tx, Stop::default()).with_splice(splice);
+            runner.run(denoise, None, &[]).unwrap();
+            runner.run(cache, Some(&42), &[]).unwrap();
+            let sent: Vec<(Vec<usize>, usize, bool)> = rx.try_iter().map(|f| (f.positions, f.latent, f.planner)).collect();
+            let want = if splice { vec![(cache.positions.clone(), 42, true)] } else { vec![] };
+            assert_eq!(sent, want, "splice {splice}: the clean-endpoint forward's source, the block's anchors");
+        }
     }
 }
