@@ -3,7 +3,9 @@
 //! One backbone serves two roles (paper Sec. 3.2): the planner and the renderer. Each role has a
 //! zero-initialised role vector added on the time-embedding path (see `dit::WanDit`) and low-rank
 //! adapters on the self-attention q, k, v, o and cross-attention q, o projections. [`LoraLinear`]
-//! is a `Linear` with one optional adapter per role; `Role::Base` runs the plain projection.
+//! is a `Linear` with one optional adapter per role; `Role::Base` runs the plain projection. With
+//! `LoraConfig::shared` both roles use one adapter (the paper's Tab. 3 ablation of role
+//! specialisation: the role vectors alone tell the roles apart).
 //! Shapes: input `[batch, tokens, in]`, adapter `A: [in, rank]`, `B: [rank, out]`.
 
 use burn::config::Config;
@@ -39,6 +41,9 @@ pub struct LoraConfig {
     /// The adapter output is scaled by `alpha / rank`.
     #[config(default = 1.0)]
     pub alpha: f64,
+    /// One adapter both roles share instead of one per role.
+    #[config(default = false)]
+    pub shared: bool,
 }
 
 /// One low-rank adapter `x ↦ (x·A)·B · alpha/rank`; `B` starts at zero.
@@ -89,7 +94,8 @@ impl<B: Backend> RoleSelect<B> {
     }
 }
 
-/// A `Linear` with an optional adapter per adapted role (`adapters[role.index()]`).
+/// A `Linear` with an optional adapter per adapted role (`adapters[role.index()]`), or one both
+/// roles share (a single adapter).
 #[derive(Module, Debug)]
 pub struct LoraLinear<B: Backend> {
     pub base: Linear<B>,
@@ -101,16 +107,22 @@ impl<B: Backend> LoraLinear<B> {
         Self { base, adapters: Vec::new() }
     }
 
-    /// Adds one adapter per adapted role.
+    /// Adds one adapter per adapted role, or one shared one.
     pub fn with_adapters(mut self, config: &LoraConfig) -> Self {
         let [d_in, d_out] = self.base.weight.dims();
         let device = self.base.weight.device();
-        self.adapters = Role::ADAPTED.iter().map(|_| config.init(d_in, d_out, &device)).collect();
+        let count = if config.shared { 1 } else { Role::ADAPTED.len() };
+        self.adapters = (0..count).map(|_| config.init(d_in, d_out, &device)).collect();
         self
     }
 
+    /// The adapter of `role`: its own, or the shared one.
+    fn adapter(&self, role: Role) -> Option<&LoraAdapter<B>> {
+        self.adapters.get(role.index()?.min(self.adapters.len().saturating_sub(1)))
+    }
+
     fn delta(&self, role: Role, x: Tensor<B, 3>) -> Option<Tensor<B, 3>> {
-        let a = self.adapters.get(role.index()?)?;
+        let a = self.adapter(role)?;
         Some(x.matmul(a.a.val().unsqueeze()).matmul(a.b.val().unsqueeze()) * a.scale)
     }
 
@@ -131,10 +143,48 @@ impl<B: Backend> LoraLinear<B> {
     /// The plain projection of `role` with its adapter folded into the weight.
     pub fn merge(&self, role: Role) -> Self {
         let mut base = self.base.clone();
-        if let Some(a) = role.index().and_then(|i| self.adapters.get(i)) {
+        if let Some(a) = self.adapter(role) {
             let w = base.weight.val() + a.a.val().matmul(a.b.val()) * a.scale;
             base.weight = Param::from_tensor(w);
         }
         Self::new(base)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+    use burn::nn::LinearConfig;
+
+    type B = NdArray<f32>;
+
+    /// A projection whose adapters are non-zero (B starts at zero) and differ per role.
+    fn adapted(shared: bool) -> LoraLinear<B> {
+        let device = Default::default();
+        let mut l = LoraLinear::new(LinearConfig::new(6, 5).init::<B>(&device)).with_adapters(&LoraConfig::new(2).with_shared(shared));
+        for (i, a) in l.adapters.iter_mut().enumerate() {
+            a.b = Param::from_tensor(Tensor::ones([2, 5], &device) * (i as f32 + 1.0));
+        }
+        l
+    }
+
+    fn run(l: &LoraLinear<B>, role: Role) -> Vec<f32> {
+        let x = Tensor::<B, 1>::from_floats([0.5, -1.0, 2.0, 0.25, 1.5, -0.75], &Default::default()).reshape([1, 1, 6]);
+        l.forward(x, &RoleSelect::Uniform(role)).into_data().to_vec().unwrap()
+    }
+
+    #[test]
+    fn shared_adapters_serve_both_roles_alike_and_per_role_ones_do_not() {
+        let (own, shared) = (adapted(false), adapted(true));
+        assert_eq!((own.adapters.len(), shared.adapters.len()), (2, 1));
+        assert_ne!(run(&own, Role::Planner), run(&own, Role::Renderer));
+        assert_eq!(run(&shared, Role::Planner), run(&shared, Role::Renderer));
+        assert_ne!(run(&shared, Role::Planner), run(&shared, Role::Base), "the shared adapter is applied");
+        for role in Role::ADAPTED {
+            let merged = shared.merge(role);
+            let (a, b) = (run(&merged, Role::Base), run(&shared, role));
+            assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-5), "{role:?}: merged {a:?} vs adapted {b:?}");
+        }
     }
 }

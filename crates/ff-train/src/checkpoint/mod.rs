@@ -187,10 +187,10 @@ where
         return mismatch(format!("made with DiT config {:?}, the model has {:?}", state.dit, trainer.model.config()));
     }
     let (c, t) = (&state.train, &trainer.config);
-    if (c.trainable, c.lora_rank, c.lora_alpha) != (t.trainable, t.lora_rank, t.lora_alpha) {
+    if (c.trainable, c.lora_rank, c.lora_alpha, c.lora_shared) != (t.trainable, t.lora_rank, t.lora_alpha, t.lora_shared) {
         return mismatch(format!(
-            "trained {:?} with LoRA rank {} alpha {}, the run is configured for {:?} with rank {} alpha {}",
-            c.trainable, c.lora_rank, c.lora_alpha, t.trainable, t.lora_rank, t.lora_alpha
+            "trained {:?} with LoRA rank {} alpha {} shared {}, the run is configured for {:?} with rank {} alpha {} shared {}",
+            c.trainable, c.lora_rank, c.lora_alpha, c.lora_shared, t.trainable, t.lora_rank, t.lora_alpha, t.lora_shared
         ));
     }
     if state.clips != trainer.clips {

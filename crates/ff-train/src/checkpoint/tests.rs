@@ -112,6 +112,9 @@ fn resume_refuses_a_different_model_or_dataset() {
     let mut other = Trainer::new(config().with_lora_rank(8), model.clone(), vec![Default::default()], 4).unwrap();
     let err = restore(&mut other, &dir).unwrap_err().to_string();
     assert!(err.contains("rank 4") && err.contains("state.json"), "{err}");
+    let mut shared = Trainer::new(config().with_lora_shared(true), model.clone(), vec![Default::default()], 4).unwrap();
+    let err = restore(&mut shared, &dir).unwrap_err().to_string();
+    assert!(err.contains("shared false") && err.contains("shared true"), "{err}");
     let mut fewer = Trainer::new(config(), model, vec![Default::default()], 3).unwrap();
     assert!(restore(&mut fewer, &dir).unwrap_err().to_string().contains("made over 4 clips"));
 }

@@ -101,6 +101,7 @@ impl DmdConfig {
             .with_trainable(Trainable::Adapters)
             .with_lora_rank(self.critic_lora_rank)
             .with_lora_alpha(self.critic_lora_alpha)
+            .with_lora_shared(false)
             .with_steps(generator.steps * self.critic_updates)
             .with_seed(generator.seed ^ 0xC417_1C00)
     }

@@ -82,6 +82,10 @@ pub struct TrainConfig {
     /// Adapter output scale is `lora_alpha / lora_rank`.
     #[config(default = 256.0)]
     pub lora_alpha: f64,
+    /// One adapter both roles share instead of one per role (the ablation of role
+    /// specialisation, paper Tab. 3; the role vectors stay per role).
+    #[config(default = false)]
+    pub lora_shared: bool,
     /// A checkpoint every this many steps (and at the end of the run).
     #[config(default = 100)]
     pub checkpoint_every: usize,
@@ -120,7 +124,7 @@ impl TrainConfig {
     }
 
     pub fn lora(&self) -> LoraConfig {
-        LoraConfig::new(self.lora_rank).with_alpha(self.lora_alpha)
+        LoraConfig::new(self.lora_rank).with_alpha(self.lora_alpha).with_shared(self.lora_shared)
     }
 
     /// Clips per micro-batch on each of `devices` devices (`micro_batch`, or the device's share

@@ -182,11 +182,12 @@ mod tests {
 
     #[test]
     fn keys_override_defaults_section_by_section() {
-        let text = "data = \"clips\"\ndevices = \"cuda:0,1\"\n[train]\nsteps = 7\ntrainable = \"all\"\nlr = 2e-5\n[sft]\nshift = 3.0\n";
+        let text = "data = \"clips\"\ndevices = \"cuda:0,1\"\n[train]\nsteps = 7\ntrainable = \"all\"\nlr = 2e-5\nlora_shared = true\n[sft]\nshift = 3.0\n";
         let c = defaults().overlay(text, Path::new("sft.toml")).unwrap();
         assert_eq!(c.paths.data, Some(PathBuf::from("clips")));
         assert_eq!((c.paths.devices.as_str(), c.paths.out.is_none()), ("cuda:0,1", true));
         assert_eq!((c.train.steps, c.train.trainable, c.train.lr), (7, Trainable::All, 2e-5));
+        assert!(c.train.lora_shared);
         assert_eq!(c.train.batch, 128, "untouched keys keep the paper's default");
         assert_eq!(c.objective.shift, 3.0);
         // The printed effective config reads back to the same config.

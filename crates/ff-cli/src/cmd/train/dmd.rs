@@ -28,7 +28,7 @@ use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use ff_model::text::PromptEncoderFiles;
 use ff_model::vae::WanVae;
-use ff_model::{AttentionBackend, LoraConfig, WanDit};
+use ff_model::{AttentionBackend, WanDit};
 use ff_train::checkpoint::{latest, load_dit, read_state};
 use ff_train::data::{ClipSource, ShardDataset};
 use ff_train::dmd::{DmdConfig, DmdShared, DmdTrainer};
@@ -95,9 +95,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if config.objective.teacher.is_none() {
         bail!("no teacher: pass --teacher TEACHER_DIR_OR_FILE or set `dmd.teacher`");
     }
-    // A Phase 1 run keeps its adapters' rank (the export reads the roles at this rank).
+    // A Phase 1 run keeps its adapters (the export reads the roles at this rank and sharing).
     if let Some(state) = phase1_state(&dit)? {
-        (config.train.lora_rank, config.train.lora_alpha) = (state.train.lora_rank, state.train.lora_alpha);
+        let t = &mut config.train;
+        (t.lora_rank, t.lora_alpha, t.lora_shared) = (state.train.lora_rank, state.train.lora_alpha, state.train.lora_shared);
     }
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
     let session = Session::prepare(config, out.clone(), args.run.resume, None)?;
@@ -162,7 +163,7 @@ impl BackendTask for Dmd {
             .with_context(|| format!("cannot load the student from {}", dit_path.display()))?;
         let student = match student.role_embedding {
             Some(_) => student,
-            None => student.with_roles(&LoraConfig::new(c.lora_rank).with_alpha(c.lora_alpha)),
+            None => student.with_roles(&c.lora()),
         };
         let teacher_path = section.teacher.as_ref().expect("checked before");
         let (teacher_weights, teacher_config) = match teacher_path.is_dir() {
