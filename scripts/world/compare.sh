@@ -33,7 +33,7 @@ denoise_mean() { grep -o 'denoising path [0-9.]*' "$1" | awk '{ s += $3; n++ } E
 table="$out/table.md.tmp"
 {
     echo "| row | flags | prompt acc. | colour | shape | motion | identity | anchor seam / interior | anchor seam / latent boundary | forwards | serial s | wavefront s | wavefront = serial bytes |"
-    echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 } > "$table"
 for row in $ROWS; do
     f=${flags[$row]}
