@@ -7,8 +7,9 @@
 # Each variant runs scripts/train-default.sh (Phase 1 from the shipped teacher, Phase 2 against
 # it, export) into RUNS/VARIANT with a model folder of its own (links to the shipped codec, text
 # encoder, tokenizer and teacher; its student in RUNS/VARIANT/model/transformer/), reusing the
-# default model's 20 s latents, then scores it with scripts/world/compare.sh (ROWS, default the
-# FlashForward row; PROMPTS held-out prompts of CLIP_SECONDS s). Resumable like both scripts.
+# default model's 20 s latents (CLIPS as there), then scores it with scripts/world/compare.sh
+# (ROWS, default the FlashForward row; PROMPTS held-out prompts of CLIP_SECONDS s). Resumable like
+# both scripts.
 # SFT_STEPS / DMD_STEPS (default 200 / 40: ≈ 10 + 30 min per variant on 2 cores), DEVICES as in
 # train-default.sh.
 set -euo pipefail
@@ -32,7 +33,6 @@ for variant in "${variants[@]}"; do
         *) echo "unknown variant $variant (per-role, no-rebase, shared-lora)" >&2; exit 1 ;;
     esac
     echo "== $variant"
-    MODEL="$model" RUNS="$run" SFT_CONFIG="$sft" SFT_STEPS=${SFT_STEPS:-200} DMD_STEPS=${DMD_STEPS:-40} \
-        CLIPS=$(find "$LATENTS"/ -maxdepth 1 -name '.complete-*' | head -1 | sed 's/.*complete-//') scripts/train-default.sh
+    MODEL="$model" RUNS="$run" SFT_CONFIG="$sft" SFT_STEPS=${SFT_STEPS:-200} DMD_STEPS=${DMD_STEPS:-40} scripts/train-default.sh
     FF_MODEL_DIR="$model" ROWS=${ROWS:-flashforward} bash scripts/world/compare.sh "$run/eval" "$PROMPTS" "$CLIP_SECONDS"
 done

@@ -83,12 +83,12 @@ impl<R: Runner> Streamed<R> {
     /// of a planner clean-endpoint node. A closed channel means the consumer gave up; the abort
     /// flag then stops the next forward.
     fn send(&self, node: &Node, source: Option<&R::Latent>, latent: &R::Latent) {
-        let positions = node.positions.clone();
-        if node.output {
-            let _ = self.outputs.send(Finished { positions, latent: latent.clone(), planner: false });
-        } else if let (true, NodeKind::PlannerCache, Some(anchors)) = (self.splice, node.kind, source) {
-            let _ = self.outputs.send(Finished { positions, latent: anchors.clone(), planner: true });
-        }
+        let (latent, planner) = match (node.output, self.splice, node.kind, source) {
+            (true, ..) => (latent, false),
+            (false, true, NodeKind::PlannerCache, Some(anchors)) => (anchors, true),
+            _ => return,
+        };
+        let _ = self.outputs.send(Finished { positions: node.positions.clone(), latent: latent.clone(), planner });
     }
 }
 
