@@ -7,11 +7,19 @@
 # Each variant runs scripts/train-default.sh (Phase 1 from the shipped teacher, Phase 2 against
 # it, export) into RUNS/VARIANT with a model folder of its own (links to the shipped codec, text
 # encoder, tokenizer and teacher; its student in RUNS/VARIANT/model/transformer/), reusing the
-# default model's 20 s latents (CLIPS as there), then scores it with scripts/world/compare.sh
-# (ROWS, default the FlashForward row; PROMPTS held-out prompts of CLIP_SECONDS s). Resumable like
-# both scripts.
-# SFT_STEPS / DMD_STEPS (default 200 / 40: ≈ 10 + 30 min per variant on 2 cores), DEVICES as in
-# train-default.sh.
+# default model's 20 s latents (CLIPS as there). It is then scored three ways, each with `eval`
+# on the held-out prompts of scripts/world/eval.sh:
+# * eval-sft: Phase 1 alone (its last checkpoint, the 4 FlashForward stages), PROMPTS prompts of
+#   CLIP_SECONDS s;
+# * eval: the exported student by scripts/world/compare.sh (ROWS, default the FlashForward row),
+#   the same prompts;
+# * eval-LONG_SECONDSs: the exported student with FlashForward on long clips, where time rebasing
+#   should show: the first LONG_PROMPTS (default 16; 0 skips) prompts at LONG_SECONDS (default
+#   65 s, L = 261).
+# Resumable like both scripts. SFT_STEPS / DMD_STEPS (default 200 / 40: ≈ 10 + 30 min per variant
+# on 2 cores; a long clip ≈ 25 s), DEVICES as in train-default.sh. The export is Phase 2's EMA
+# (scripts/world/dmd.toml: decay 0.99), so a Phase 2 of N steps moves it 1 - 0.99^N of the way
+# from Phase 1 (16 steps: 15 %, 40: 33 %, 100: 63 %).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-/work/world-runs/ablations}
@@ -34,5 +42,13 @@ for variant in "${variants[@]}"; do
     esac
     echo "== $variant"
     MODEL="$model" RUNS="$run" SFT_CONFIG="$sft" SFT_STEPS=${SFT_STEPS:-200} DMD_STEPS=${DMD_STEPS:-40} scripts/train-default.sh
+    sft_last=$(ls -d "$run"/sft/step-* | tail -1)
+    w=models/world
+    bash scripts/world/eval.sh "$run/eval-sft" "$PROMPTS" "$CLIP_SECONDS" --schedule flashforward --dit "$sft_last" \
+        --dit-config $w/teacher/config.json --vae $w/vae/diffusion_pytorch_model.safetensors --vae-config $w/vae/config.json \
+        --text-encoder $w/text_encoder --text-encoder-config $w/text_encoder/config.json --tokenizer $w/tokenizer/tokenizer.json
     FF_MODEL_DIR="$model" ROWS=${ROWS:-flashforward} bash scripts/world/compare.sh "$run/eval" "$PROMPTS" "$CLIP_SECONDS"
+    long=${LONG_PROMPTS:-16} long_seconds=${LONG_SECONDS:-65}
+    [ "$long" -eq 0 ] || FF_MODEL_DIR="$model" bash scripts/world/eval.sh "$run/eval-${long_seconds}s" "$long" "$long_seconds" \
+        --schedule flashforward
 done
