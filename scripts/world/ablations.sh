@@ -26,6 +26,7 @@ RUNS=${RUNS:-/work/world-runs/ablations}
 LATENTS=${LATENTS:-/work/world-runs/default/latents-20s}
 PROMPTS=${PROMPTS:-32}
 CLIP_SECONDS=${CLIP_SECONDS:-5}
+long=${LONG_PROMPTS:-16} long_seconds=${LONG_SECONDS:-65}
 variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(per-role no-rebase shared-lora)
 for variant in "${variants[@]}"; do
@@ -42,13 +43,10 @@ for variant in "${variants[@]}"; do
     esac
     echo "== $variant"
     MODEL="$model" RUNS="$run" SFT_CONFIG="$sft" SFT_STEPS=${SFT_STEPS:-200} DMD_STEPS=${DMD_STEPS:-40} scripts/train-default.sh
-    sft_last=$(ls -d "$run"/sft/step-* | tail -1)
-    w=models/world
-    bash scripts/world/eval.sh "$run/eval-sft" "$PROMPTS" "$CLIP_SECONDS" --schedule flashforward --dit "$sft_last" \
-        --dit-config $w/teacher/config.json --vae $w/vae/diffusion_pytorch_model.safetensors --vae-config $w/vae/config.json \
-        --text-encoder $w/text_encoder --text-encoder-config $w/text_encoder/config.json --tokenizer $w/tokenizer/tokenizer.json
+    # Phase 1's run (its latest checkpoint) over the model directory both phases trained in.
+    bash scripts/world/eval.sh "$run/eval-sft" "$PROMPTS" "$CLIP_SECONDS" --schedule flashforward \
+        --model-dir "$run/base" --dit "$run/sft"
     FF_MODEL_DIR="$model" ROWS=${ROWS:-flashforward} bash scripts/world/compare.sh "$run/eval" "$PROMPTS" "$CLIP_SECONDS"
-    long=${LONG_PROMPTS:-16} long_seconds=${LONG_SECONDS:-65}
     [ "$long" -eq 0 ] || FF_MODEL_DIR="$model" bash scripts/world/eval.sh "$run/eval-${long_seconds}s" "$long" "$long_seconds" \
         --schedule flashforward
 done
