@@ -18,8 +18,13 @@ const WAN2_1_LATENTS_STD: [f64; 16] =
 /// Hyper-parameters of [`WanVae`](super::WanVae), named as in diffusers `AutoencoderKLWan`.
 #[derive(Config, Debug, PartialEq)]
 pub struct WanVaeConfig {
-    /// Channels of the first encoder stage (and last decoder stage).
+    /// Channels of the first encoder stage (and of the last decoder stage unless
+    /// `decoder_base_dim` is set).
     pub base_dim: usize,
+    /// Channels of the last decoder stage when the decoder is wider than the encoder (diffusers'
+    /// `decoder_base_dim`, Wan2.2's VAE); `None` is `base_dim`.
+    #[config(default = "None")]
+    pub decoder_base_dim: Option<usize>,
     /// Latent channels.
     pub z_dim: usize,
     /// Channel multiplier per stage; `len - 1` spatial 2× down/up-samplings.
@@ -70,7 +75,7 @@ impl WanVaeConfig {
 
     /// The diffusers `vae/config.json` of this VAE (read back by [`WanVaeConfig::from_json`]).
     pub fn to_diffusers_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "_class_name": "AutoencoderKLWan",
             "base_dim": self.base_dim,
             "z_dim": self.z_dim,
@@ -81,12 +86,16 @@ impl WanVaeConfig {
             "dropout": 0.0,
             "latents_mean": self.latents_mean,
             "latents_std": self.latents_std,
-        })
+        });
+        if let Some(width) = self.decoder_base_dim {
+            json["decoder_base_dim"] = width.into();
+        }
+        json
     }
 
     /// Reads a diffusers `vae/config.json`, or a fixture `meta.json` whose `config` object holds
-    /// those fields. Wan2.2-style options (`is_residual`, `patch_size`, a separate decoder width,
-    /// other than 3 video channels) are rejected.
+    /// those fields. Wan2.2-style options (`is_residual`, `patch_size`, other than 3 video
+    /// channels) are rejected; a separate decoder width (`decoder_base_dim`) is read.
     pub fn from_json(path: impl AsRef<Path>) -> error::Result<Self> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| ModelError::io(path, e))?;
@@ -107,11 +116,9 @@ impl WanVaeConfig {
         }
         let preset = Self::wan2_1();
         let base_dim = raw.base_dim.unwrap_or(preset.base_dim);
-        if raw.decoder_base_dim.is_some_and(|d| d != base_dim) {
-            return Err(bad("decoder_base_dim different from base_dim is not supported".into()));
-        }
         let config = Self {
             base_dim,
+            decoder_base_dim: raw.decoder_base_dim.filter(|d| *d != base_dim),
             z_dim: raw.z_dim.unwrap_or(preset.z_dim),
             dim_mult: raw.dim_mult.unwrap_or(preset.dim_mult),
             num_res_blocks: raw.num_res_blocks.unwrap_or(preset.num_res_blocks),
@@ -127,8 +134,8 @@ impl WanVaeConfig {
     /// Checks that the fields are consistent with each other.
     pub fn validate(&self) -> error::Result<()> {
         let err = |m: String| Err(ModelError::Config(m));
-        if self.base_dim == 0 || self.z_dim == 0 || self.num_res_blocks == 0 {
-            return err("base_dim, z_dim and num_res_blocks must be positive".into());
+        if self.base_dim == 0 || self.decoder_base_dim == Some(0) || self.z_dim == 0 || self.num_res_blocks == 0 {
+            return err("base_dim, decoder_base_dim, z_dim and num_res_blocks must be positive".into());
         }
         if self.dim_mult.is_empty() || self.dim_mult.contains(&0) {
             return err(format!("dim_mult {:?} must be non-empty and positive", self.dim_mult));
@@ -160,10 +167,15 @@ impl WanVaeConfig {
         std::iter::once(1).chain(self.dim_mult.iter().copied()).map(|m| self.base_dim * m).collect()
     }
 
-    /// Channels of each decoder stage boundary: `base_dim · [dim_mult.last, dim_mult reversed...]`.
+    /// Channels of the last decoder stage: `decoder_base_dim`, else `base_dim`.
+    pub fn decoder_width(&self) -> usize {
+        self.decoder_base_dim.unwrap_or(self.base_dim)
+    }
+
+    /// Channels of each decoder stage boundary: `decoder_width · [dim_mult.last, dim_mult reversed...]`.
     pub(crate) fn decoder_dims(&self) -> Vec<usize> {
         let last = *self.dim_mult.last().expect("validated non-empty dim_mult");
-        std::iter::once(last).chain(self.dim_mult.iter().rev().copied()).map(|m| self.base_dim * m).collect()
+        std::iter::once(last).chain(self.dim_mult.iter().rev().copied()).map(|m| self.decoder_width() * m).collect()
     }
 
     /// Temporal factor between video frames and latent frames (4 for Wan2.1).

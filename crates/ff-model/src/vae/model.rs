@@ -53,6 +53,16 @@ impl<B: Backend> WanVae<B> {
         &self.config
     }
 
+    /// This codec's encoder, `quant_conv` and latent statistics (its latent space) with a new
+    /// random decoder and `post_quant_conv` of width `decoder_base_dim`: the start of a decoder
+    /// trained on a frozen encoder.
+    pub fn with_new_decoder(self, decoder_base_dim: usize, device: &B::Device) -> Self {
+        let width = (decoder_base_dim != self.config.base_dim).then_some(decoder_base_dim);
+        let config = WanVaeConfig { decoder_base_dim: width, ..self.config };
+        let fresh = config.init::<B>(device);
+        Self { decoder: fresh.decoder, post_quant_conv: fresh.post_quant_conv, config, ..self }
+    }
+
     /// The latent mean of a video `[B, 3, T, H, W]` in `[-1, 1]`: `[B, z_dim, 1+(T-1)/4, H/8, W/8]`.
     pub fn encode_mean(&self, video: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
         Ok(self.encode_moments(video)?.0)

@@ -4,6 +4,7 @@
 use super::*;
 use crate::load::read_tensors;
 use burn::backend::NdArray;
+use burn::module::Module;
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_store::ModuleSnapshot;
 use std::path::{Path, PathBuf};
@@ -110,6 +111,34 @@ fn config_from_fixture_meta_and_presets() {
     std::fs::write(&path, r#"{"dim_mult": [1, 2], "temperal_downsample": [false, true]}"#).unwrap();
     assert!(WanVaeConfig::from_json(&path).unwrap_err().to_string().contains("temperal_downsample"));
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A decoder wider than the encoder (diffusers' `decoder_base_dim`): read and written back under
+/// that key, equal to `base_dim` read as no separate width, and it widens only the decoder.
+#[test]
+fn decoder_base_dim_widens_the_decoder_only() {
+    let dir = scratch_dir("decoder-width");
+    let path = dir.join("config.json");
+    let wide = WanVaeConfig { decoder_base_dim: Some(16), ..WanVaeConfig::tiny_world() };
+    std::fs::write(&path, wide.to_diffusers_json().to_string()).unwrap();
+    assert_eq!(WanVaeConfig::from_json(&path).unwrap(), wide);
+    std::fs::write(&path, r#"{"base_dim": 8, "decoder_base_dim": 8}"#).unwrap();
+    assert_eq!(WanVaeConfig::from_json(&path).unwrap().decoder_base_dim, None);
+    std::fs::remove_dir_all(dir).unwrap();
+
+    let device = Default::default();
+    let narrow = WanVaeConfig::tiny_world().init::<B>(&device);
+    let video = Tensor::<B, 5>::random([1, 3, 5, 16, 16], Distribution::Uniform(-1.0, 1.0), &device);
+    // Encoding first materialises the lazily initialised parameters, so the clone shares them.
+    let a = narrow.encode_mean(video.clone()).unwrap();
+    let widened = narrow.clone().with_new_decoder(16, &device);
+    assert_eq!(widened.config(), &wide);
+    assert_eq!(widened.encoder.num_params(), narrow.encoder.num_params());
+    assert_eq!(widened.decoder.conv_out.weight.val().dims(), [3, 16, 3, 3, 3]);
+    assert_eq!(narrow.decoder.conv_out.weight.val().dims(), [3, 8, 3, 3, 3]);
+    let b = widened.encode_mean(video).unwrap();
+    assert_eq!(a.to_data(), b.to_data(), "the encoder changed");
+    assert_eq!(widened.decode(a).unwrap().dims(), [1, 3, 5, 16, 16]);
 }
 
 fn scratch_dir(name: &str) -> PathBuf {
