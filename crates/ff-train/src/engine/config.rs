@@ -18,6 +18,9 @@ pub enum Trainable {
     All,
     /// The role adapters only (Phase 2's critic LoRA; its role vectors stay zero).
     Adapters,
+    /// A codec's decoder side (`decoder.*` and `post_quant_conv.*`); its encoder, and with it the
+    /// latent space a DiT was trained in, stays frozen.
+    Decoder,
 }
 
 impl Trainable {
@@ -27,6 +30,7 @@ impl Trainable {
             Trainable::All => true,
             Trainable::Lora => module_path == "role_embedding" || module_path.contains(".adapters."),
             Trainable::Adapters => module_path.contains(".adapters."),
+            Trainable::Decoder => module_path.starts_with("decoder.") || module_path.starts_with("post_quant_conv."),
         }
     }
 }

@@ -9,6 +9,7 @@
 //! log-variance channels of `quant_conv` at a negative bias (σ = e^{logvar/2}) opens the channel
 //! from the first step; the KL term still pulls σ towards 1 at its usual weight.
 
+use crate::engine::Trainable;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Tensor, TensorData, backend::Backend};
 use ff_model::vae::WanVae;
@@ -43,13 +44,18 @@ pub fn with_initial_logvar<B: Backend>(mut vae: WanVae<B>, logvar: f64) -> WanVa
 ///
 /// The latent of each 4-frame chunk is then the image latent of its last frame, and the decoder
 /// repeats it four times; video training starts from there.
-pub fn inflate_time<B: Backend>(vae: WanVae<B>) -> WanVae<B> {
-    vae.map(&mut Inflate { path: Vec::new() })
+///
+/// Only the parameters `part` selects are inflated: [`Trainable::Decoder`] turns a decoder
+/// trained on single frames of a frozen video encoder into a video decoder and leaves that
+/// encoder's trained temporal taps alone.
+pub fn inflate_time<B: Backend>(vae: WanVae<B>, part: Trainable) -> WanVae<B> {
+    vae.map(&mut Inflate { path: Vec::new(), part })
 }
 
 /// The module path being mapped, to tell the resampling time convolutions from the others.
 struct Inflate {
     path: Vec<String>,
+    part: Trainable,
 }
 
 impl<B: Backend> ModuleMapper<B> for Inflate {
@@ -63,6 +69,9 @@ impl<B: Backend> ModuleMapper<B> for Inflate {
 
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
         let (id, tensor, mapper) = param.consume();
+        if !self.part.contains(&self.path.join(".")) {
+            return Param::from_mapped_value(id, tensor, mapper);
+        }
         let time_conv = self.path.iter().any(|name| name == "time_conv");
         let shape = tensor.dims();
         let tensor = match (time_conv, D) {

@@ -9,6 +9,7 @@ use crate::data::ClipSource;
 use crate::engine::params::ParamMap;
 use crate::engine::{TrainConfig, Trainable, Trainer};
 use burn::backend::{Autodiff, NdArray};
+use burn::module::AutodiffModule;
 use burn::tensor::{Tensor, TensorData};
 use ff_model::vae::{WanVae, WanVaeConfig};
 use std::collections::BTreeMap;
@@ -233,7 +234,7 @@ fn inflated_codec_codes_each_chunk_as_its_last_frame_alone() {
     let alone = |k: usize| vae.encode_mean(video.clone().narrow(2, 4 * k, 1)).unwrap();
     assert!(max_diff(vae.encode_mean(video.clone()).unwrap().narrow(2, 1, 1), alone(1)) > 1e-3, "the control does not differ");
 
-    let inflated = inflate_time(vae.clone());
+    let inflated = inflate_time(vae.clone(), Trainable::All);
     let latents = inflated.encode_mean(video.clone()).unwrap();
     let decoded = inflated.decode_unclamped(latents.clone()).unwrap();
     assert_eq!(decoded.dims(), [1, 3, 9, 16, 16]);
@@ -247,4 +248,31 @@ fn inflated_codec_codes_each_chunk_as_its_last_frame_alone() {
     }
     let grads = decoded.sum().backward();
     assert_eq!(gradients(&inflated, &grads).len(), params(&inflated, |_| true).len(), "a parameter lost its gradient");
+}
+
+/// `trainable = "decoder"` on a codec with a new, wider decoder: every decoder parameter moves,
+/// the encoder side (and with it every latent) stays bit-identical, and inflating such a run
+/// touches only the decoder's temporal taps.
+#[test]
+fn decoder_runs_leave_the_encoder_and_its_latents_alone() {
+    use crate::engine::params::params;
+    let device = Default::default();
+    let start = tiny_vae();
+    let wide = start.clone().with_new_decoder(8, &device);
+    params(&wide, |_| true);
+    let encoder_side = |vae: &WanVae<B>| bits(&params(&vae.valid(), |p| !Trainable::Decoder.contains(p)));
+    let data = clips();
+    let config = config().with_trainable(Trainable::Decoder);
+    let mut trainer = Trainer::for_module(config, wide.clone(), vec![Default::default()], data.len()).unwrap();
+    let before = bits(&trainer.trainable_values());
+    assert!(before.keys().all(|k| k.starts_with("decoder.") || k.starts_with("post_quant_conv.")), "{:?}", before.keys());
+    (0..2).for_each(|_| drop(trainer.step(&objective(), &data).unwrap()));
+    let after = bits(&trainer.trainable_values());
+    assert!(before.keys().all(|k| before[k] != after[k]), "a decoder parameter did not move");
+    assert_eq!(encoder_side(trainer.model()), encoder_side(&start));
+
+    let inflated = inflate_time(wide.clone(), Trainable::Decoder);
+    assert_eq!(encoder_side(&inflated), encoder_side(&start));
+    let past_taps = |vae: &WanVae<B>| vae.decoder.conv_in.weight.val().narrow(2, 0, 2).abs().max().into_scalar();
+    assert!(past_taps(&wide) > 0.0 && past_taps(&inflated) == 0.0);
 }
