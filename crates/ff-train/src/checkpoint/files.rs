@@ -1,9 +1,10 @@
-//! The safetensors files of a checkpoint (f32 tensors plus a string metadata map), each written
-//! atomically (temp file in the same directory, synced, renamed over the target).
+//! The safetensors files of a checkpoint (f32 tensors plus a string metadata map; exported
+//! inference weights may be f16), each written atomically (temp file in the same directory,
+//! synced, renamed over the target).
 
 use crate::data::write_atomic;
 use crate::{Result, TrainError};
-use burn::tensor::TensorData;
+use burn::tensor::{TensorData, f16};
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
@@ -18,12 +19,44 @@ pub fn sync_dir(path: &Path) -> Result<()> {
     File::open(path).and_then(|f| f.sync_all()).map_err(io(path))
 }
 
+/// The float type a weight file stores its tensors in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stored {
+    /// f32, what checkpoints (and exact resume) need.
+    #[default]
+    F32,
+    /// IEEE half: half the size, for shipped inference weights (every loader reads it as f32).
+    F16,
+}
+
 /// Writes f32 tensors and string metadata to a safetensors file, atomically.
 pub fn write_tensors(path: &Path, tensors: Vec<(String, TensorData)>, metadata: HashMap<String, String>) -> Result<()> {
-    let data: Vec<(String, TensorData)> = tensors.into_iter().map(|(k, d)| (k, d.convert::<f32>())).collect();
+    write_tensors_as(path, tensors, metadata, Stored::F32)
+}
+
+/// Writes tensors stored as `stored` and string metadata to a safetensors file, atomically. A
+/// value outside f16's range is an error naming the tensor, never an infinity in the file.
+pub fn write_tensors_as(path: &Path, tensors: Vec<(String, TensorData)>, metadata: HashMap<String, String>, stored: Stored) -> Result<()> {
+    let dtype = match stored {
+        Stored::F32 => Dtype::F32,
+        Stored::F16 => Dtype::F16,
+    };
+    let data = tensors
+        .into_iter()
+        .map(|(k, d)| match stored {
+            Stored::F32 => Ok((k, d.convert::<f32>())),
+            Stored::F16 => {
+                let max = d.iter::<f32>().fold(0f32, |m, v| m.max(v.abs()));
+                if max > f32::from(f16::MAX) {
+                    return Err(corrupt(path, &k, format!("max |value| {max} does not fit f16")));
+                }
+                Ok((k, d.convert::<f16>()))
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
     let views = data
         .iter()
-        .map(|(k, d)| Ok((k.as_str(), TensorView::new(Dtype::F32, d.shape.to_vec(), d.as_bytes()).map_err(|e| corrupt(path, k, e))?)))
+        .map(|(k, d)| Ok((k.as_str(), TensorView::new(dtype, d.shape.to_vec(), d.as_bytes()).map_err(|e| corrupt(path, k, e))?)))
         .collect::<Result<Vec<_>>>()?;
     let bytes = safetensors::serialize(views, (!metadata.is_empty()).then_some(metadata)).map_err(|e| corrupt(path, "", e))?;
     write_atomic(path, &bytes)

@@ -26,7 +26,7 @@ mod module;
 #[cfg(test)]
 mod tests;
 
-pub use files::{read_tensors, write_tensors};
+pub use files::{Stored, read_tensors, write_tensors, write_tensors_as};
 pub use inference::{ROLE_FOLDERS, ROLE_WEIGHTS, ServedDit, export_roles, exported_roles, load_dit, load_served, merged_weights};
 pub use module::{ModuleCheckpointState, load_module_ema, read_module_state, restore_module, save_module};
 

@@ -130,6 +130,31 @@ fn the_dit_loader_reads_the_crates_own_role_weights() {
     assert_eq!(all_params(&fresh), all_params(&model));
 }
 
+/// Half-precision weight files: the DiT loader reads them back as f32 within f16's rounding
+/// (relative 2^-11) and at half the size; a value f16 cannot hold is refused by name.
+#[test]
+fn f16_weight_files_load_within_half_rounding() {
+    let scratch = Scratch::new("f16");
+    let model = tiny_model().valid();
+    let (full, half) = (scratch.0.join("f32.safetensors"), scratch.0.join("f16.safetensors"));
+    write_tensors(&full, model.file_tensors(|_| true).unwrap(), HashMap::new()).unwrap();
+    write_tensors_as(&half, model.file_tensors(|_| true).unwrap(), HashMap::new(), Stored::F16).unwrap();
+    let size = |p: &std::path::Path| std::fs::metadata(p).unwrap().len() as f64;
+    assert!(size(&half) < 0.55 * size(&full), "{} vs {} bytes", size(&half), size(&full));
+    let mut fresh = model.config().init::<NdArray>(&Default::default()).with_roles(&LoraConfig::new(4).with_alpha(4.0));
+    fresh.load_weights(&half).unwrap();
+    let (want, got) = (params(&model, |_| true), params(&fresh, |_| true));
+    assert_eq!(want.keys().collect::<Vec<_>>(), got.keys().collect::<Vec<_>>());
+    for (key, w) in &want {
+        let (w, g) = (w.to_data().to_vec::<f32>().unwrap(), got[key].to_data().to_vec::<f32>().unwrap());
+        let bad = w.iter().zip(&g).find(|(w, g)| (*w - *g).abs() > w.abs() * 4.9e-4 + 6e-8);
+        assert!(bad.is_none(), "{key}: {bad:?}");
+    }
+    let huge = vec![("blocks.0.huge".to_string(), TensorData::new(vec![1.0f32, 7e4], [2]))];
+    let err = write_tensors_as(&half, huge, HashMap::new(), Stored::F16).unwrap_err().to_string();
+    assert!(err.contains("blocks.0.huge") && err.contains("f16"), "{err}");
+}
+
 #[test]
 fn generate_loads_a_run_as_base_plus_ema_roles() {
     let scratch = Scratch::new("generate");
