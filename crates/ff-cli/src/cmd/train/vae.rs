@@ -8,20 +8,22 @@
 //! codec instead of random weights (a fresh run: new optimizer state and schedule; its posterior
 //! keeps the trained log-variance, `initial_logvar` does not apply), so a run on single cropped
 //! frames can be followed by one on 41-frame clips; `[vae] inflate = true` first turns the image
-//! codec into a video codec that codes each frame as the image codec does. A finished run exports its EMA weights to
-//! `RUN/vae/` (`config.json` with the measured latent mean/std, and
+//! codec into a video codec that codes each frame as the image codec does; `[vae] new_decoder`
+//! with `trainable = "decoder"` trains a new (wider) decoder on the starting codec's frozen
+//! encoder. A finished run exports its EMA weights to `RUN/vae/` (`config.json` with the latent
+//! mean/std, measured, or the starting codec's for a decoder-only run, and
 //! `diffusion_pytorch_model.safetensors`), the layout `generate --vae` and `encode-videos` read.
 
 use super::config::{RunConfig, RunFlags};
 use super::run::{Steps, drive, resume_checkpoint, save_effective_config};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
-use crate::cmd::vae::export::{EXPORT_DIR, WEIGHTS_FILE, export};
+use crate::cmd::vae::export::{EXPORT_DIR, LatentStats, WEIGHTS_FILE, export};
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use ff_model::AttentionBackend;
 use ff_model::vae::{WanVae, WanVaeConfig};
-use ff_train::checkpoint::{restore_module, save_module};
+use ff_train::checkpoint::{Stored, restore_module, save_module};
 use ff_train::data::ClipSource;
 use ff_train::engine::{StepReport, TrainConfig, Trainable, Trainer};
 use ff_train::vae::{VaeObjective, VaeObjectiveConfig, WorldClips, WorldClipsConfig, inflate_time, with_initial_logvar};
@@ -49,8 +51,14 @@ pub struct VaeSection {
     pub initial_logvar: f64,
     /// With `--model-dir`: inflate the starting codec's temporal taps
     /// (`ff_train::vae::inflate_time`), for a video run that follows a run on single frames.
+    /// Only the parameters the run trains are inflated (`trainable = "decoder"`: the decoder).
     #[serde(default)]
     pub inflate: bool,
+    /// With `--model-dir`: keep only the starting codec's encoder side (encoder, `quant_conv`,
+    /// latent statistics) and start the decoder of `[vae.model]` (its `decoder_base_dim`) from
+    /// random weights; with `trainable = "decoder"` the latent space a DiT was trained in stays.
+    #[serde(default)]
+    pub new_decoder: bool,
 }
 
 impl Default for VaeSection {
@@ -62,6 +70,7 @@ impl Default for VaeSection {
             stats_clips: 32,
             initial_logvar: -6.0,
             inflate: false,
+            new_decoder: false,
         }
     }
 }
@@ -92,11 +101,19 @@ pub struct Args {
     run: RunFlags,
 }
 
-/// The codec in `dir`, checked against the run's architecture (latent statistics aside).
-fn starting_codec(dir: &Path, model: &WanVaeConfig) -> Result<WanVaeConfig> {
+/// The codec in `dir`, checked against the run's architecture (latent statistics aside, and the
+/// decoder width when the run starts a new decoder).
+fn starting_codec(dir: &Path, section: &VaeSection) -> Result<WanVaeConfig> {
     let path = dir.join("config.json");
     let found = WanVaeConfig::from_json(&path).with_context(|| format!("reading the starting codec {}", path.display()))?;
-    let same = WanVaeConfig { latents_mean: model.latents_mean.clone(), latents_std: model.latents_std.clone(), ..found.clone() };
+    let model = &section.model;
+    let decoder_base_dim = if section.new_decoder { model.decoder_base_dim } else { found.decoder_base_dim };
+    let same = WanVaeConfig {
+        latents_mean: model.latents_mean.clone(),
+        latents_std: model.latents_std.clone(),
+        decoder_base_dim,
+        ..found.clone()
+    };
     if &same != model {
         bail!("the starting codec {} is not the run's architecture `[vae.model]`:\n  {found:?}\n  {model:?}", path.display());
     }
@@ -112,10 +129,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     match &config.paths.model_dir {
         Some(dir) => {
-            starting_codec(dir, &config.objective.model)?;
+            starting_codec(dir, &config.objective)?;
         }
         None if config.objective.inflate => bail!("`[vae] inflate = true` needs a starting codec: pass --model-dir DIR"),
+        None if config.objective.new_decoder => bail!("`[vae] new_decoder = true` needs a starting codec: pass --model-dir DIR"),
         None => {}
+    }
+    if config.train.trainable == Trainable::Decoder && config.paths.model_dir.is_none() {
+        bail!("`trainable = \"decoder\"` freezes the encoder, so it needs a trained codec to start from: pass --model-dir DIR");
     }
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
     let devices: DeviceSpec = config.paths.devices.parse()?;
@@ -146,12 +167,17 @@ impl BackendTask for TrainVae {
         Autodiff::<B>::seed(&devices[0], config.train.seed);
         let model = match &config.paths.model_dir {
             Some(dir) => {
-                let vae = WanVae::load(dir.join(WEIGHTS_FILE), &starting_codec(dir, &section.model)?, &devices[0])?;
-                if section.inflate { inflate_time(vae) } else { vae }
+                let mut vae = WanVae::load(dir.join(WEIGHTS_FILE), &starting_codec(dir, section)?, &devices[0])?;
+                if section.new_decoder {
+                    vae = vae.with_new_decoder(section.model.decoder_width(), &devices[0]);
+                }
+                if section.inflate { inflate_time(vae, config.train.trainable) } else { vae }
             }
             None => with_initial_logvar(section.model.init::<Autodiff<B>>(&devices[0]), section.initial_logvar),
         };
-        let described = serde_json::to_value(&section.model)?;
+        // The codec's own config: with --model-dir it carries the starting codec's latent
+        // statistics, which a decoder-only run exports unchanged.
+        let described = serde_json::to_value(model.config())?;
         let mut trainer = Trainer::for_module(config.train.clone(), model, devices, clips.len())?;
         if let Some(dir) = &resume {
             restore_module(&mut trainer, dir, &described)?;
@@ -164,7 +190,11 @@ impl BackendTask for TrainVae {
             return Ok(code);
         }
         let dir = out.join(EXPORT_DIR);
-        let exported = export(&engine.trainer.ema_model(), section.stats_clips, &dir)?;
+        let stats = match config.train.trainable {
+            Trainable::Decoder => LatentStats::Keep,
+            _ => LatentStats::Measure(section.stats_clips),
+        };
+        let exported = export(&engine.trainer.ema_model(), stats, Stored::F32, &dir)?;
         eprintln!("latents_mean {:?}\nlatents_std {:?}", exported.latents_mean, exported.latents_std);
         println!("{}", dir.display());
         Ok(code)

@@ -5,7 +5,11 @@
 //! standard deviation of the latent means of `stats_clips` clips of 17 frames (5 latents) from
 //! scene seeds `2^41 + i`, a range no training run (seeds `first_seed + i` for `i < clips`, 0 and
 //! 10⁶ by default) and no `vae eval` (seeds from `2^40`) uses. Normalised by them, latents have
-//! zero mean and unit variance per channel, the scale the DiT's noise schedule assumes.
+//! zero mean and unit variance per channel, the scale the DiT's noise schedule assumes. A run
+//! that trained only the decoder (`trainable = "decoder"`) keeps the statistics of the codec it
+//! started from: its encoder, and so its latent space, did not move.
+//!
+//! Weights are written as f32, or as f16 with `--half` (half the size, for the shipped model).
 //!
 //! The folder is written as `.NAME.tmp` beside it and renamed into place, so a reader sees the
 //! old folder or the new one.
@@ -15,8 +19,9 @@ use crate::video::write_atomic;
 use anyhow::{Context, Result, bail};
 use burn::tensor::backend::Backend;
 use ff_model::vae::{WanVae, WanVaeConfig};
-use ff_train::checkpoint::{latest, load_module_ema, read_module_state, write_tensors};
+use ff_train::checkpoint::{Stored, latest, load_module_ema, read_module_state, write_tensors_as};
 use ff_train::data::ClipSource;
+use ff_train::engine::Trainable;
 use ff_train::vae::{WorldClips, WorldClipsConfig};
 use std::collections::HashMap;
 use std::io::Write;
@@ -41,6 +46,14 @@ pub struct Args {
     /// Held-out clips the latent mean/std are measured on.
     #[arg(long, default_value_t = 32)]
     stats_clips: usize,
+    /// For a run that trained only the decoder (`trainable = "decoder"`): the codec folder whose
+    /// encoder side (encoder, `quant_conv`, latent statistics) it trained against, the run's
+    /// `--model-dir`. Its latent statistics are exported unchanged.
+    #[arg(long)]
+    encoder: Option<PathBuf>,
+    /// Store the weights as f16 (half the size; loaders read them as f32).
+    #[arg(long)]
+    half: bool,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -52,11 +65,34 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let state = read_module_state(&dir)?;
     let config: WanVaeConfig =
         serde_json::from_value(state.model).with_context(|| format!("{}: the run's model is not a Wan VAE config", dir.display()))?;
-    let vae = load_module_ema(config.init::<CpuBackend>(&cpu_device()), &dir)?;
-    let exported = export(&vae, args.stats_clips, &args.out)?;
+    let (start, stats) = match (state.train.trainable, &args.encoder) {
+        (Trainable::Decoder, Some(encoder)) => (encoder_side(encoder, &config)?, LatentStats::Keep),
+        (Trainable::Decoder, None) => {
+            bail!("{}: the run trained only the decoder; pass --encoder DIR, the codec it started from", dir.display())
+        }
+        (_, Some(_)) => bail!("--encoder is for runs that trained only the decoder; {} trained {:?}", dir.display(), state.train.trainable),
+        (_, None) => (config.init::<CpuBackend>(&cpu_device()), LatentStats::Measure(args.stats_clips)),
+    };
+    let vae = load_module_ema(start, &dir)?;
+    let stored = if args.half { Stored::F16 } else { Stored::F32 };
+    let exported = export(&vae, stats, stored, &args.out)?;
     eprintln!("step {}: latents_mean {:?}\nlatents_std {:?}", state.step, exported.latents_mean, exported.latents_std);
     println!("{}", args.out.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The codec in `dir` with a new decoder of `config`'s width, checked to be `config` (the run's
+/// codec, latent statistics included), for the run's decoder weights to be loaded into.
+fn encoder_side(dir: &Path, config: &WanVaeConfig) -> Result<WanVae<CpuBackend>> {
+    let found = WanVaeConfig::from_json(dir.join(CONFIG_FILE))?;
+    let weights = dir.join(WEIGHTS_FILE);
+    let vae = WanVae::<CpuBackend>::load(&weights, &found, &cpu_device())
+        .with_context(|| format!("cannot load {}", weights.display()))?
+        .with_new_decoder(config.decoder_width(), &cpu_device());
+    if vae.config() != config {
+        bail!("{} is not the codec the run started from:\n  {:?}\n  {config:?}", dir.display(), vae.config());
+    }
+    Ok(vae)
 }
 
 /// Per-channel mean and standard deviation of the latent means of `clips` held-out clips.
@@ -80,10 +116,23 @@ pub fn latent_stats<B: Backend>(vae: &WanVae<B>, clips: usize) -> Result<(Vec<f6
     Ok((mean, std))
 }
 
-/// Writes `vae` with its measured latent statistics to the folder `out` (replacing it) and
-/// returns the config written.
-pub fn export<B: Backend>(vae: &WanVae<B>, stats_clips: usize, out: &Path) -> Result<WanVaeConfig> {
-    let (latents_mean, latents_std) = latent_stats(vae, stats_clips)?;
+/// Where an exported codec's latent statistics come from.
+#[derive(Clone, Copy, Debug)]
+pub enum LatentStats {
+    /// Measured with the exported weights on this many held-out clips ([`latent_stats`]).
+    Measure(usize),
+    /// The codec's own (a run that froze the encoder keeps the latent space it started from,
+    /// in which a DiT may have been trained).
+    Keep,
+}
+
+/// Writes `vae` with its latent statistics and its weights stored as `stored` to the folder
+/// `out` (replacing it) and returns the config written.
+pub fn export<B: Backend>(vae: &WanVae<B>, stats: LatentStats, stored: Stored, out: &Path) -> Result<WanVaeConfig> {
+    let (latents_mean, latents_std) = match stats {
+        LatentStats::Measure(clips) => latent_stats(vae, clips)?,
+        LatentStats::Keep => (vae.config().latents_mean.clone(), vae.config().latents_std.clone()),
+    };
     let config = WanVaeConfig { latents_mean, latents_std, ..vae.config().clone() };
     config.validate()?;
     let name = out.file_name().and_then(|n| n.to_str()).with_context(|| format!("{}: not a folder name", out.display()))?;
@@ -97,7 +146,8 @@ pub fn export<B: Backend>(vae: &WanVae<B>, stats_clips: usize, out: &Path) -> Re
     std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
     let json = serde_json::to_string_pretty(&config.to_diffusers_json())?;
     write_atomic(&tmp.join(CONFIG_FILE), |w| Ok(w.write_all(json.as_bytes())?))?;
-    write_tensors(&tmp.join(WEIGHTS_FILE), vae.diffusers_tensors()?, HashMap::from([("format".to_string(), "pt".to_string())]))?;
+    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+    write_tensors_as(&tmp.join(WEIGHTS_FILE), vae.diffusers_tensors()?, metadata, stored)?;
     if out.exists() {
         std::fs::rename(out, &old).with_context(|| format!("cannot move {} aside", out.display()))?;
     }
