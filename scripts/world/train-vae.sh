@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Stage "codec" of scripts/train-world.sh: trains the small world's tiny Wan VAE from scratch in
-# three runs of `flashforward train vae`: single cropped frames (scripts/world/vae-image.toml, the
+# five runs of `flashforward train vae`: single cropped frames (scripts/world/vae-image.toml, the
 # spatial path), the same continued at a lower peak lr (scripts/world/vae-image2.toml), then
-# 41-frame clips from its inflated export (scripts/world/vae-video.toml, the causal caches). Checks the held-out PSNR and installs the codec as models/world/vae/. Resumable: a
-# finished run (its export exists) is skipped, an interrupted one continues with --resume.
-# Prints each run's wall time.
+# 41-frame clips from its inflated export (scripts/world/vae-video.toml, the causal caches); then
+# a decoder twice as wide on that codec's frozen encoder, again single frames first
+# (scripts/world/vae-decoder-image.toml) and 41-frame clips from its inflated export
+# (scripts/world/vae-decoder-video.toml, then scripts/world/vae-decoder-video2.toml). Checks the
+# held-out PSNR and installs the last run's EMA weights in f16 as models/world/vae/ (`vae export
+# --half`, written atomically). Resumable: a finished run (its export exists) is skipped, an
+# interrupted one continues with --resume. Prints each run's wall time.
 #
 #   scripts/world/train-vae.sh                 # defaults below
 #   RUNS=/work/world-runs scripts/world/train-vae.sh
@@ -29,16 +33,16 @@ run() {
     local dir="$RUNS/$name" start=$SECONDS resume=()
     if [ -f "$dir/vae/$WEIGHTS" ]; then echo "codec $name: done"; return; fi
     ls -d "$dir"/step-* >/dev/null 2>&1 && resume=(--resume)
-    "$BIN" train vae --out "$dir" --config "$config" --seed 0 "$@" "${resume[@]}"
+    "$BIN" train vae --out "$dir" --config "$config" "$@" "${resume[@]}"   # seed: [train] seed, 0 by default
     echo "codec $name: $((SECONDS - start)) s wall"
 }
 run vae-image scripts/world/vae-image.toml
 run vae-image2 scripts/world/vae-image2.toml --model-dir "$RUNS/vae-image/vae"
 run vae-video scripts/world/vae-video.toml --model-dir "$RUNS/vae-image2/vae"
+run vae-dec-image scripts/world/vae-decoder-image.toml --model-dir "$RUNS/vae-video/vae"
+run vae-dec-video scripts/world/vae-decoder-video.toml --model-dir "$RUNS/vae-dec-image/vae"
+run vae-dec-video2 scripts/world/vae-decoder-video2.toml --model-dir "$RUNS/vae-dec-video/vae"
 
-"$BIN" vae eval --vae "$RUNS/vae-video/vae" --clips 8 --seconds 5
 mkdir -p "$(dirname "$OUT")"
-rm -rf "$OUT.tmp"
-cp -r "$RUNS/vae-video/vae" "$OUT.tmp"
-rm -rf "$OUT"
-mv "$OUT.tmp" "$OUT"
+"$BIN" vae export --run "$RUNS/vae-dec-video2" --encoder "$RUNS/vae-dec-video/vae" --half --out "$OUT"
+"$BIN" vae eval --vae "$OUT" --clips 8 --seconds 5
