@@ -259,6 +259,7 @@ fn decoder_runs_leave_the_encoder_and_its_latents_alone() {
     let device = Default::default();
     let start = tiny_vae();
     let wide = start.clone().with_new_decoder(8, &device);
+    // Materialise the new decoder's lazy parameters, so that every clone below shares them.
     params(&wide, |_| true);
     let encoder_side = |vae: &WanVae<B>| bits(&params(&vae.valid(), |p| !Trainable::Decoder.contains(p)));
     let data = clips();
