@@ -32,7 +32,7 @@ variants=("$@")
 for variant in "${variants[@]}"; do
     run="$RUNS/$variant" model="$RUNS/$variant/model"
     mkdir -p "$model"
-    for d in vae text_encoder tokenizer teacher; do ln -sfn "$(realpath "models/world/$d")" "$model/$d"; done
+    for d in vae vae-w8 text_encoder tokenizer teacher; do ln -sfn "$(realpath "models/world/$d")" "$model/$d"; done
     ln -sfn "$(realpath "$LATENTS")" "$run/latents-20s"
     sft="$run/sft.toml"
     case $variant in
@@ -43,9 +43,11 @@ for variant in "${variants[@]}"; do
     esac
     echo "== $variant"
     MODEL="$model" RUNS="$run" SFT_CONFIG="$sft" SFT_STEPS=${SFT_STEPS:-200} DMD_STEPS=${DMD_STEPS:-40} scripts/train-default.sh
-    # Phase 1's run (its latest checkpoint) over the model directory both phases trained in.
+    # Phase 1's run (its latest checkpoint) over the model directory both phases trained in,
+    # decoded by the shipped codec like the students.
     bash scripts/world/eval.sh "$run/eval-sft" "$PROMPTS" "$CLIP_SECONDS" --schedule flashforward \
-        --model-dir "$run/base" --dit "$run/sft"
+        --model-dir "$run/base" --dit "$run/sft" \
+        --vae "$model/vae/diffusion_pytorch_model.safetensors" --vae-config "$model/vae/config.json"
     FF_MODEL_DIR="$model" ROWS=${ROWS:-flashforward} bash scripts/world/compare.sh "$run/eval" "$PROMPTS" "$CLIP_SECONDS"
     [ "$long" -eq 0 ] || FF_MODEL_DIR="$model" bash scripts/world/eval.sh "$run/eval-${long_seconds}s" "$long" "$long_seconds" \
         --schedule flashforward
