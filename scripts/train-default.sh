@@ -28,7 +28,7 @@ DMD_CONFIG=${DMD_CONFIG:-scripts/world/dmd.toml}
 PROMPT=${PROMPT:-a red circle bounces on a black background}
 NICE=${NICE:-nice -n 5}
 [ -x "$BIN" ] || cargo build --release -p ff-cli
-for need in vae/config.json text_encoder/config.json tokenizer/tokenizer.json teacher/diffusion_pytorch_model.safetensors; do
+for need in vae/config.json vae-w8/config.json text_encoder/config.json tokenizer/tokenizer.json teacher/diffusion_pytorch_model.safetensors; do
     [ -f "$MODEL/$need" ] || { echo "missing $MODEL/$need: run scripts/train-world.sh first" >&2; exit 1; }
 done
 mkdir -p "$RUNS"
@@ -37,17 +37,15 @@ source scripts/world/stage.sh
 
 # The model directory both phases read: the teacher as its DiT (Phase 1's initialisation,
 # Phase 2's critic base) beside the codec and the text encoder, linked, never copied. Its codec
-# is MODEL/vae-w8 where there is one: the width-8 codec the shipped student was trained with,
-# the same encoder as MODEL/vae with the narrower decoder. Phase 2 decodes every clip's clean
+# is MODEL/vae-w8: the width-8 codec the shipped student was trained with, the same encoder as
+# MODEL/vae with the narrower decoder (scripts/world/train-vae.sh installs both). Phase 2 decodes every clip's clean
 # prefix for its score tiles' image heads, 12 times a step; the narrower decoder cuts a step by
 # 30 % (docs/BENCHMARKS.md, "Phase 2 of the default model and the wider decoder").
 BASE="$RUNS/base"
 mkdir -p "$BASE"
 ln -sfn "$(realpath "$MODEL/teacher")" "$BASE/transformer"
 for d in text_encoder tokenizer; do ln -sfn "$(realpath "$MODEL/$d")" "$BASE/$d"; done
-vae=vae
-[ -d "$MODEL/vae-w8" ] && vae=vae-w8
-ln -sfn "$(realpath "$MODEL/$vae")" "$BASE/vae"
+ln -sfn "$(realpath "$MODEL/vae-w8")" "$BASE/vae"
 
 # train PHASE RUN ARGS...: `train PHASE`, resuming RUN when it has a checkpoint.
 train() {

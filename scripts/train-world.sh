@@ -25,7 +25,8 @@ mkdir -p "$RUNS" "$MODEL"
 
 source scripts/world/stage.sh
 
-# 1. Codec (the vae engineer's script): must leave MODEL/vae/{config.json,diffusion_pytorch_model.safetensors}.
+# 1. Codec (the vae engineer's script): must leave MODEL/vae/{config.json,diffusion_pytorch_model.safetensors}
+#    and the width-8 codec Phase 2 of scripts/train-default.sh decodes with, MODEL/vae-w8/.
 stage codec "$MODEL/vae/diffusion_pytorch_model.safetensors" bash scripts/world/train-vae.sh
 
 # 2. Tokenizer over the domain's vocabulary and the frozen random tiny umT5.

@@ -14,7 +14,8 @@
 #   RUNS=/work/world-runs scripts/world/train-vae.sh
 #
 # BIN: the binary (default: target/release/flashforward, built if absent); MODEL: the shipped
-# model folder (default models/world, the codec goes to MODEL/vae); RUNS: where runs live.
+# model folder (default models/world, the codec goes to MODEL/vae, the width-8 codec of the
+# third run to MODEL/vae-w8); RUNS: where runs live.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-/work/world-runs}
@@ -44,5 +45,13 @@ run vae-dec-video scripts/world/vae-decoder-video.toml --model-dir "$RUNS/vae-de
 run vae-dec-video2 scripts/world/vae-decoder-video2.toml --model-dir "$RUNS/vae-dec-video/vae"
 
 mkdir -p "$(dirname "$OUT")"
+# The width-8 codec beside it, as MODEL/vae-w8: the same encoder with the narrower decoder, which
+# Phase 2 of scripts/train-default.sh decodes its image heads with. Installed before the codec,
+# so that a codec in place means both are.
+W8="$(dirname "$OUT")/vae-w8"
+rm -rf "$W8.tmp"
+cp -r "$RUNS/vae-video/vae" "$W8.tmp"
+rm -rf "$W8"
+mv "$W8.tmp" "$W8"
 "$BIN" vae export --run "$RUNS/vae-dec-video2" --encoder "$RUNS/vae-dec-video/vae" --half --out "$OUT"
 "$BIN" vae eval --vae "$OUT" --clips 8 --seconds 5
