@@ -11,7 +11,8 @@
 //! CPU kernel of [`crate::cpu`] on f32 tensors (other dtypes take the portable path);
 //! `Autodiff<B>` (`autodiff.rs`) runs the inner kernel forward and differentiates through the
 //! inner backward kernels (FlashAttention-2 from the saved log-sum-exp). The element-wise kernels
-//! exist on NdArray and Flex only (`FUSED_ELEMENTWISE`); elsewhere the callers compose tensor ops.
+//! and the VAE's channel norm and causal convolution exist on NdArray and Flex only (`FUSED_ELEMENTWISE`);
+//! elsewhere the callers compose tensor ops or run the backend's conv3d.
 //!
 //! Shapes: `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]`,
 //! `lse: [batch, heads, q_tokens]` (f32, natural log-sum-exp of the scaled scores).
@@ -92,6 +93,29 @@ pub trait AttentionBackend: Backend {
         let _ = (x, shift, scale, eps);
         None
     }
+
+    /// The VAE's channel RMS norm `x / max(‖x‖₂, 1e-12) · √C · γ` over the channels of `x:
+    /// [batch, C, S]` with `gamma: [C]`, then SiLU when `silu` is set; forward only (autodiff
+    /// backends return `None`; [`crate::cpu::channel_norm`]). `None`: no kernel here.
+    fn fused_channel_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, silu: bool) -> Option<FloatTensor<Self>> {
+        let _ = (x, gamma, silu);
+        None
+    }
+
+    /// The causal 3-D convolution of the VAE, forward only (autodiff backends return `None`):
+    /// unit stride, `x: [batch, in, frames, h, w]`, `weight: [out, in, kt, kh, kw]`, `bias:
+    /// [out]`, `time_pad` zero frames on the past side and `pad = [ph, pw]` zeros around each
+    /// frame ([`crate::cpu::conv3d`]). `None`: no kernel here.
+    fn fused_conv3d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        time_pad: usize,
+        pad: [usize; 2],
+    ) -> Option<FloatTensor<Self>> {
+        let _ = (x, weight, bias, time_pad, pad);
+        None
+    }
 }
 
 /// The backend's fused kernel on tensors, or `None` where it has none.
@@ -147,6 +171,20 @@ macro_rules! cpu_kernel {
 
         fn fused_adaln(x: FloatTensor<Self>, shift: FloatTensor<Self>, scale: FloatTensor<Self>, eps: f64) -> Option<FloatTensor<Self>> {
             crate::cpu::adaln::adaln_tensor::<Self>(x, shift, scale, eps)
+        }
+
+        fn fused_channel_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, silu: bool) -> Option<FloatTensor<Self>> {
+            crate::cpu::channel_norm::channel_norm_tensor::<Self>(x, gamma, silu)
+        }
+
+        fn fused_conv3d(
+            x: FloatTensor<Self>,
+            weight: FloatTensor<Self>,
+            bias: FloatTensor<Self>,
+            time_pad: usize,
+            pad: [usize; 2],
+        ) -> Option<FloatTensor<Self>> {
+            crate::cpu::conv3d::conv3d_tensor::<Self>(x, weight, bias, time_pad, pad)
         }
     };
 }

@@ -68,6 +68,39 @@ pub fn adaln<B: AttentionBackend>(x: Tensor<B, 4>, shift: Tensor<B, 4>, scale: T
     Some(Tensor::from_primitive(burn::tensor::TensorPrimitive::Float(out)))
 }
 
+/// The VAE's channel RMS norm `x / max(‖x‖₂, 1e-12) · √C · γ` over dimension 1 of `x: [N, C,
+/// ...]` with `gamma: [C]`, then SiLU when `silu` is set, as one kernel on the CPU backends' f32
+/// tensors without autodiff ([`cpu::channel_norm`]); `None` where no kernel runs (the caller
+/// composes it from tensor ops).
+pub fn channel_norm<B: AttentionBackend, const D: usize>(x: Tensor<B, D>, gamma: Tensor<B, 1>, silu: bool) -> Option<Tensor<B, D>> {
+    if !B::FUSED_ELEMENTWISE || D < 2 {
+        return None;
+    }
+    let shape = x.shape();
+    let dims = shape.dims::<D>();
+    let flat = x.reshape([dims[0], dims[1], dims[2..].iter().product()]);
+    let out = B::fused_channel_norm(flat.into_primitive().tensor(), gamma.into_primitive().tensor(), silu)?;
+    Some(Tensor::<B, 3>::from_primitive(burn::tensor::TensorPrimitive::Float(out)).reshape(shape))
+}
+
+/// The VAE's causal 3-D convolution (unit stride; `time_pad` past-side zero frames, `pad = [ph,
+/// pw]` zeros around each frame) as one kernel on the CPU backends' f32 tensors without autodiff
+/// ([`cpu::conv3d`]); `None` where no kernel runs (the caller runs the backend's conv3d).
+pub fn causal_conv3d<B: AttentionBackend>(
+    x: Tensor<B, 5>,
+    weight: Tensor<B, 5>,
+    bias: Tensor<B, 1>,
+    time_pad: usize,
+    pad: [usize; 2],
+) -> Option<Tensor<B, 5>> {
+    if !B::FUSED_ELEMENTWISE {
+        return None;
+    }
+    let out =
+        B::fused_conv3d(x.into_primitive().tensor(), weight.into_primitive().tensor(), bias.into_primitive().tensor(), time_pad, pad)?;
+    Some(Tensor::from_primitive(burn::tensor::TensorPrimitive::Float(out)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

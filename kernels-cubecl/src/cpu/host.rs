@@ -1,6 +1,6 @@
-//! Host f32 values of CPU backend tensors for the kernel: NdArray's are read in place when
-//! row-major (a shared K/V cache entry too) and copied row by row otherwise; other backends go
-//! through `into_data`.
+//! Host f32 values of CPU backend tensors for the kernel: NdArray's and Flex's are read in place
+//! when row-major (a shared K/V cache entry too); otherwise NdArray's are copied row by row and
+//! Flex's go through `into_data`.
 
 use burn::backend::NdArray;
 use burn::backend::ndarray::{FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray};
@@ -50,6 +50,9 @@ where
 #[cfg(feature = "flex")]
 impl HostValues for burn::backend::Flex {
     fn values<const N: usize>(t: &FloatTensor<Self>) -> Option<Cow<'_, [f32]>> {
-        copied::<Self, N>(t)
+        match t.as_slice::<f32>() {
+            Some(values) => Some(Cow::Borrowed(values)),
+            None => copied::<Self, N>(t),
+        }
     }
 }

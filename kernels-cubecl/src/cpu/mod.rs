@@ -1,4 +1,6 @@
-//! The CPU attention kernel: flash-style block-sparse attention on host f32 slices, forward and
+//! The CPU kernels: the VAE's causal convolution ([`conv3d`]) and channel norm
+//! ([`channel_norm`]), the DiT's element-wise kernels ([`adaln`], [`gelu`], [`rope`]), and the
+//! attention kernel: flash-style block-sparse attention on host f32 slices, forward and
 //! backward, for the CPU backends' [`crate::AttentionBackend`].
 //!
 //! `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]` →
@@ -16,6 +18,8 @@
 
 pub mod adaln;
 mod backward;
+pub mod channel_norm;
+pub mod conv3d;
 mod forward;
 pub mod gelu;
 mod gemm;
@@ -120,3 +124,5 @@ pub(crate) fn backward_tensors<B: HostValues>(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vae_tests;

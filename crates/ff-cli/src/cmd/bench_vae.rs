@@ -1,7 +1,8 @@
 //! `flashforward bench-vae`: times the Wan VAE decode of `--latents` latent frames
 //! `[1, 16, L, H/8, W/8]` to video `[1, 3, 1 + 4(L−1), H, W]` with random weights, the way
 //! `generate` decodes a finished clip. Presets: `tiny` (base_dim 8, one residual block per stage,
-//! the small world's width; 64×64 px by default) and `wan2.1` (the released VAE's width,
+//! the small world's width; 64×64 px by default), `world` (the shipped small-world codec:
+//! `tiny` with a decoder twice as wide, `decoder_base_dim` 16) and `wan2.1` (the released VAE's width,
 //! base_dim 96; 480×832 px by default). PyTorch's `AutoencoderKLWan` on the same shapes is
 //! `scripts/bench_vae_torch.py`.
 
@@ -14,7 +15,7 @@ use std::time::Instant;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// VAE presets to time: tiny, wan2.1.
+    /// VAE presets to time: tiny, world, wan2.1.
     #[arg(long, value_delimiter = ',', default_value = "tiny,wan2.1")]
     configs: Vec<String>,
     /// Latent frames decoded in one call.
@@ -41,8 +42,9 @@ fn preset(name: &str) -> anyhow::Result<(WanVaeConfig, [usize; 2])> {
     let wan = WanVaeConfig::wan2_1();
     Ok(match name {
         "tiny" => (WanVaeConfig { base_dim: 8, num_res_blocks: 1, ..wan }, [64, 64]),
+        "world" => (WanVaeConfig::tiny_world().with_decoder_base_dim(Some(16)), [64, 64]),
         "wan2.1" => (wan, [480, 832]),
-        other => anyhow::bail!("--configs: unknown VAE preset '{other}' (tiny, wan2.1)"),
+        other => anyhow::bail!("--configs: unknown VAE preset '{other}' (tiny, world, wan2.1)"),
     })
 }
 
@@ -83,7 +85,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--latents must be at least 1");
     }
     println!("VAE decode of {} latent frames on {} ({:?}), random weights", a.latents, a.devices, a.precision);
-    println!("| preset | base_dim | frames | pixels | seconds/decode | seconds/latent | frames/s |");
+    println!("| preset | decoder width | frames | pixels | seconds/decode | seconds/latent | frames/s |");
     println!("| --- | ---: | ---: | --- | ---: | ---: | ---: |");
     for name in &a.configs {
         let (config, default) = preset(name)?;
@@ -96,7 +98,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let frames = 1 + config.temporal_factor() * (a.latents - 1);
         println!(
             "| {name} | {} | {frames} | {}×{} | {seconds:.3} | {:.3} | {:.2} |",
-            config.base_dim,
+            config.decoder_width(),
             size[0],
             size[1],
             seconds / a.latents as f64,

@@ -9,9 +9,9 @@ use super::norm::{WanRmsNorm, WanRmsNormConfig};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::tensor::activation::silu;
 use burn::tensor::module::attention;
 use burn::tensor::{Tensor, backend::Backend};
+use kernels_cubecl::AttentionBackend;
 
 /// Configuration of a [`ResidualBlock`].
 #[derive(Config, Debug)]
@@ -45,14 +45,14 @@ pub struct ResidualBlock<B: Backend> {
     pub conv_shortcut: Option<CausalConv3d<B>>,
 }
 
-impl<B: Backend> ResidualBlock<B> {
+impl<B: AttentionBackend> ResidualBlock<B> {
     pub(crate) fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         let shortcut = match &self.conv_shortcut {
             Some(conv) => conv.forward(x.clone()),
             None => x.clone(),
         };
-        let x = self.conv1.forward_cached(silu(self.norm1.forward(x)), cache.next_slot());
-        let x = self.conv2.forward_cached(silu(self.norm2.forward(x)), cache.next_slot());
+        let x = self.conv1.forward_cached(self.norm1.forward_silu(x), cache.next_slot());
+        let x = self.conv2.forward_cached(self.norm2.forward_silu(x), cache.next_slot());
         x + shortcut
     }
 }
@@ -81,7 +81,7 @@ pub struct AttentionBlock<B: Backend> {
     pub proj: Conv2d<B>,
 }
 
-impl<B: Backend> AttentionBlock<B> {
+impl<B: AttentionBackend> AttentionBlock<B> {
     pub fn forward(&self, x: Tensor<B, 5>) -> Tensor<B, 5> {
         let [b, c, t, h, w] = x.dims();
         let (n, hw) = (b * t, h * w);
@@ -117,7 +117,7 @@ pub struct MidBlock<B: Backend> {
     pub attentions: Vec<AttentionBlock<B>>,
 }
 
-impl<B: Backend> MidBlock<B> {
+impl<B: AttentionBackend> MidBlock<B> {
     pub(crate) fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         let mut x = self.resnets[0].forward(x, cache);
         for (attn, res) in self.attentions.iter().zip(&self.resnets[1..]) {

@@ -43,6 +43,11 @@ impl<B: Backend> Default for CausalCache<B> {
 }
 
 impl<B: Backend> CausalCache<B> {
+    /// Whether no chunk has passed yet (the stream's first latent is next).
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     /// Rewinds the cursor to the first layer; call before each chunk.
     pub(crate) fn start_chunk(&mut self) {
         self.cursor = 0;

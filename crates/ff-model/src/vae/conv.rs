@@ -5,11 +5,13 @@
 //! [`CausalConv3d::forward_cached`], the zero padding is replaced by the last input frames of the
 //! previous chunk, which gives exactly the output of one run over the whole sequence.
 //!
-//! On NdArray, whose conv3d is a per-element loop (forward and backward), unit-stride
-//! convolutions run as one matrix product over the `kt·kh·kw` shifted views of the padded input
-//! (im2col): the same sum at matmul speed. Every other backend runs its own conv3d (Flex: tiled
-//! im2col + GEMM, 1.8× faster than the shifted views there for a codec training step; the Cube
-//! backends: their conv kernels).
+//! Unit-stride convolutions on the CPU backends' f32 tensors without autodiff (inference) run the
+//! CPU kernel [`kernels_cubecl::causal_conv3d`], which reads the padding in place and gathers
+//! whole row segments. Otherwise, on NdArray, whose conv3d is a per-element loop (forward and
+//! backward), they run as one matrix product over the `kt·kh·kw` shifted views of the padded
+//! input (im2col): the same sum at matmul speed. Every other case runs the backend's conv3d
+//! (Flex under autodiff: tiled im2col + GEMM, 1.8× faster than the shifted views there for a
+//! codec training step; the Cube backends: their conv kernels).
 
 use super::cache::CacheSlot;
 use burn::config::Config;
@@ -18,6 +20,7 @@ use burn::nn::conv::Conv3dConfig;
 use burn::tensor::module::conv3d;
 use burn::tensor::ops::{ConvOptions, PadMode};
 use burn::tensor::{Tensor, backend::Backend};
+use kernels_cubecl::{AttentionBackend, causal_conv3d};
 
 /// Frames a causal layer keeps between chunks (diffusers' `CACHE_T`).
 pub(crate) const CACHE_FRAMES: usize = 2;
@@ -60,7 +63,7 @@ pub struct CausalConv3d<B: Backend> {
     padding: [usize; 3],
 }
 
-impl<B: Backend> CausalConv3d<B> {
+impl<B: AttentionBackend> CausalConv3d<B> {
     /// The whole sequence at once, zero history.
     pub fn forward(&self, x: Tensor<B, 5>) -> Tensor<B, 5> {
         self.conv(x, 2 * self.padding[0])
@@ -82,6 +85,11 @@ impl<B: Backend> CausalConv3d<B> {
 
     fn conv(&self, x: Tensor<B, 5>, time_pad: usize) -> Tensor<B, 5> {
         let [_, ph, pw] = self.padding;
+        if self.stride == [1, 1, 1]
+            && let Some(y) = causal_conv3d(x.clone(), self.weight.val(), self.bias.val(), time_pad, [ph, pw])
+        {
+            return y;
+        }
         if self.stride != [1, 1, 1] || !conv3d_is_a_loop::<B>(&x.device()) {
             // Burn's conv3d pads symmetrically only: the past-side time padding is explicit.
             let x = x.pad([(time_pad, 0), (0, 0), (0, 0)], PadMode::Constant(0.0));

@@ -1,6 +1,6 @@
-//! The Wan VAE decoder (diffusers `WanDecoder3d`): one latent frame `[B, z_dim, 1, h, w]` ->
-//! video frames `[B, 3, T', 8h, 8w]` (Wan2.1), with `T' = 1` for the first latent of a stream and
-//! `T' = 4` for every later one (two temporal upsamplers).
+//! The Wan VAE decoder (diffusers `WanDecoder3d`): `n` latent frames `[B, z_dim, n, h, w]` ->
+//! video frames `[B, 3, T', 8h, 8w]` (Wan2.1), with `T' = 1` for the first latent of a stream
+//! (which passes alone) and `T' = 4n` for every later pass (two temporal upsamplers).
 
 use super::blocks::{MidBlock, MidBlockConfig, ResidualBlock, ResidualBlockConfig};
 use super::cache::CausalCache;
@@ -9,8 +9,13 @@ use super::conv::{CausalConv3d, CausalConv3dConfig};
 use super::norm::{WanRmsNorm, WanRmsNormConfig};
 use super::resample::{Resample, ResampleConfig, ResampleMode};
 use burn::module::Module;
-use burn::tensor::activation::silu;
 use burn::tensor::{Tensor, backend::Backend};
+use kernels_cubecl::AttentionBackend;
+
+/// Latent pixels (batch × latent frames × h × w) the decoder takes in one pass: the activations a
+/// pass holds are those of its `4·n` output frames, so a budget keeps Wan's 480p (60×104 latents)
+/// at one latent per pass, as diffusers decodes it.
+pub(crate) const PASS_LATENT_PIXELS: usize = 1024;
 
 /// One decoder stage: `num_res_blocks + 1` residual blocks, then an upsampler except in the last
 /// stage (diffusers `WanUpBlock`).
@@ -20,7 +25,7 @@ pub struct UpBlock<B: Backend> {
     pub upsampler: Option<Resample<B>>,
 }
 
-impl<B: Backend> UpBlock<B> {
+impl<B: AttentionBackend> UpBlock<B> {
     fn forward(&self, mut x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         for block in &self.resnets {
             x = block.forward(x, cache);
@@ -74,7 +79,9 @@ impl<B: Backend> WanDecoder<B> {
             conv_out: CausalConv3dConfig::new([out_dim, 3], [3, 3, 3]).with_padding([1, 1, 1]).init(device),
         }
     }
+}
 
+impl<B: AttentionBackend> WanDecoder<B> {
     /// One chunk (one latent frame in diffusers' schedule) of the stream whose state is `cache`.
     fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         cache.start_chunk();
@@ -83,14 +90,26 @@ impl<B: Backend> WanDecoder<B> {
         for block in &self.up_blocks {
             x = block.forward(x, cache);
         }
-        self.conv_out.forward_cached(silu(self.norm_out.forward(x)), cache.next_slot())
+        self.conv_out.forward_cached(self.norm_out.forward_silu(x), cache.next_slot())
     }
 
-    /// Decodes latents after `post_quant_conv`, one latent frame at a time, continuing the stream
-    /// whose state is `cache`.
+    /// Decodes latents after `post_quant_conv`, continuing the stream whose state is `cache`.
+    ///
+    /// A stream's first latent passes alone: its temporal upsamplers keep its single frame
+    /// (diffusers' `"Rep"`). Later latents pass several at a time, as many as keep a pass under
+    /// [`PASS_LATENT_PIXELS`]: every layer is causal in time with a two-frame cache, or per frame,
+    /// so a pass of `n` latents computes what `n` passes of one latent compute, with a few large
+    /// operations instead of many small ones (at the small world's 8×8 latents, 16 per pass).
     pub(crate) fn decode_frames(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
-        let frames = x.dims()[2];
-        let out: Vec<_> = (0..frames).map(|i| self.forward(x.clone().narrow(2, i, 1), cache)).collect();
+        let [batch, _, frames, h, w] = x.dims();
+        let per_pass = (PASS_LATENT_PIXELS / (batch * h * w)).max(1);
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < frames {
+            let n = if cache.is_fresh() { 1 } else { per_pass.min(frames - start) };
+            out.push(self.forward(x.clone().narrow(2, start, n), cache));
+            start += n;
+        }
         Tensor::cat(out, 2)
     }
 }

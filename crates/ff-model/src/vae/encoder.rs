@@ -9,8 +9,8 @@ use super::conv::{CausalConv3d, CausalConv3dConfig};
 use super::norm::{WanRmsNorm, WanRmsNormConfig};
 use super::resample::{Resample, ResampleConfig, ResampleMode};
 use burn::module::Module;
-use burn::tensor::activation::silu;
 use burn::tensor::{Tensor, backend::Backend};
+use kernels_cubecl::AttentionBackend;
 
 /// One entry of the encoder's flat list of down blocks (diffusers `down_blocks.N`).
 // A dozen layers built once per model: boxing the larger variant would buy nothing.
@@ -65,7 +65,9 @@ impl<B: Backend> WanEncoder<B> {
             conv_out: CausalConv3dConfig::new([out_dim, 2 * config.z_dim], [3, 3, 3]).with_padding([1, 1, 1]).init(device),
         }
     }
+}
 
+impl<B: AttentionBackend> WanEncoder<B> {
     /// One chunk of the stream whose causal state is `cache`.
     pub(crate) fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         cache.start_chunk();
@@ -78,6 +80,6 @@ impl<B: Backend> WanEncoder<B> {
             };
         }
         let x = self.mid_block.forward(x, cache);
-        self.conv_out.forward_cached(silu(self.norm_out.forward(x)), cache.next_slot())
+        self.conv_out.forward_cached(self.norm_out.forward_silu(x), cache.next_slot())
     }
 }

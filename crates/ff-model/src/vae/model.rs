@@ -18,6 +18,7 @@ use super::stream::VaeStreamDecoder;
 use crate::error::{ModelError, Result};
 use burn::module::Module;
 use burn::tensor::{Tensor, TensorData, backend::Backend};
+use kernels_cubecl::AttentionBackend;
 
 /// Frames the encoder takes per chunk after the first frame (hard-coded in diffusers).
 const ENCODE_CHUNK: usize = 4;
@@ -63,6 +64,31 @@ impl<B: Backend> WanVae<B> {
         Self { decoder: fresh.decoder, post_quant_conv: fresh.post_quant_conv, config, ..self }
     }
 
+    /// `(latents − mean) / std` per channel, for latents `[B, z_dim, t, h, w]`.
+    pub fn normalize(&self, latents: Tensor<B, 5>) -> Tensor<B, 5> {
+        let (mean, std) = self.mean_std(&latents);
+        (latents - mean) / std
+    }
+
+    /// `latents · std + mean` per channel: the inverse of [`WanVae::normalize`].
+    pub fn denormalize(&self, latents: Tensor<B, 5>) -> Tensor<B, 5> {
+        let (mean, std) = self.mean_std(&latents);
+        latents * std + mean
+    }
+
+    /// Latent mean and std as `[1, z_dim, 1, 1, 1]` tensors on the device of `like`.
+    fn mean_std(&self, like: &Tensor<B, 5>) -> (Tensor<B, 5>, Tensor<B, 5>) {
+        let z = self.config.z_dim;
+        let as_tensor = |v: &[f64]| {
+            let v: Vec<f32> = v.iter().map(|x| *x as f32).collect();
+            Tensor::<B, 1>::from_data(TensorData::new(v, [z]), &like.device()).reshape([1, z, 1, 1, 1])
+        };
+        (as_tensor(&self.config.latents_mean), as_tensor(&self.config.latents_std))
+    }
+}
+
+/// Encoding and decoding (the causal convolutions run the CPU kernel where there is one).
+impl<B: AttentionBackend> WanVae<B> {
     /// The latent mean of a video `[B, 3, T, H, W]` in `[-1, 1]`: `[B, z_dim, 1+(T-1)/4, H/8, W/8]`.
     pub fn encode_mean(&self, video: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
         Ok(self.encode_moments(video)?.0)
@@ -103,27 +129,5 @@ impl<B: Backend> WanVae<B> {
     /// frames of [`WanVae::decode`] on all of them.
     pub fn stream_decoder(&self) -> VaeStreamDecoder<B> {
         VaeStreamDecoder::new(self.decoder.clone(), self.post_quant_conv.clone(), self.config.z_dim)
-    }
-
-    /// `(latents − mean) / std` per channel, for latents `[B, z_dim, t, h, w]`.
-    pub fn normalize(&self, latents: Tensor<B, 5>) -> Tensor<B, 5> {
-        let (mean, std) = self.mean_std(&latents);
-        (latents - mean) / std
-    }
-
-    /// `latents · std + mean` per channel: the inverse of [`WanVae::normalize`].
-    pub fn denormalize(&self, latents: Tensor<B, 5>) -> Tensor<B, 5> {
-        let (mean, std) = self.mean_std(&latents);
-        latents * std + mean
-    }
-
-    /// Latent mean and std as `[1, z_dim, 1, 1, 1]` tensors on the device of `like`.
-    fn mean_std(&self, like: &Tensor<B, 5>) -> (Tensor<B, 5>, Tensor<B, 5>) {
-        let z = self.config.z_dim;
-        let as_tensor = |v: &[f64]| {
-            let v: Vec<f32> = v.iter().map(|x| *x as f32).collect();
-            Tensor::<B, 1>::from_data(TensorData::new(v, [z]), &like.device()).reshape([1, z, 1, 1, 1])
-        };
-        (as_tensor(&self.config.latents_mean), as_tensor(&self.config.latents_std))
     }
 }

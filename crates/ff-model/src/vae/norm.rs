@@ -1,12 +1,16 @@
 //! Wan's RMS-style norm (`WanRMS_norm`): `F.normalize(x, dim=1) · √C · γ`, over the channel
-//! dimension of `[N, C, ...]`, computed in f32.
+//! dimension of `[N, C, ...]`, computed in f32, optionally followed by SiLU (as every norm of the
+//! residual blocks and the output head is). On the CPU backends' f32 tensors without autodiff it
+//! runs as one kernel ([`kernels_cubecl::channel_norm`]).
 //!
 //! `γ` keeps the checkpoint's shape: `[C, 1, 1, 1]` (`G = 4`) for video tensors `[B, C, T, H, W]`,
 //! `[C, 1, 1]` (`G = 3`) for the per-frame images `[B·T, C, H, W]` of the attention block.
 
 use burn::config::Config;
 use burn::module::{Module, Param};
+use burn::tensor::activation::silu;
 use burn::tensor::{DType, Tensor, backend::Backend};
+use kernels_cubecl::{AttentionBackend, channel_norm};
 
 /// `F.normalize`'s lower bound on the norm.
 const NORMALIZE_EPS: f64 = 1e-12;
@@ -33,17 +37,30 @@ pub struct WanRmsNorm<B: Backend, const G: usize> {
     pub gamma: Param<Tensor<B, G>>,
 }
 
-impl<B: Backend, const G: usize> WanRmsNorm<B, G> {
+impl<B: AttentionBackend, const G: usize> WanRmsNorm<B, G> {
     /// `x: [N, C, ...]` with `D = G + 1` dimensions.
     pub fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
+        self.forward_activated(x, false)
+    }
+
+    /// `silu(self.forward(x))`, in one pass where the CPU kernel runs.
+    pub fn forward_silu<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
+        self.forward_activated(x, true)
+    }
+
+    fn forward_activated<const D: usize>(&self, x: Tensor<B, D>, activate: bool) -> Tensor<B, D> {
+        let channels = x.dims()[1];
+        if let Some(y) = channel_norm(x.clone(), self.gamma.val().reshape([channels]), activate) {
+            return y;
+        }
         let dtype = x.dtype();
         let x = x.cast(DType::F32);
-        let channels = x.dims()[1] as f64;
         // One reciprocal per pixel and one per channel, then two broadcast products: the
         // full-size division and scalar product (and their backward) are the codec training
         // step's costliest element-wise ops on the CPU.
         let inverse_norm = x.clone().powi_scalar(2).sum_dim(1).sqrt().clamp_min(NORMALIZE_EPS).recip();
-        let scale = self.gamma.val().cast(DType::F32).mul_scalar(channels.sqrt()).unsqueeze::<D>();
-        (x * inverse_norm * scale).cast(dtype)
+        let scale = self.gamma.val().cast(DType::F32).mul_scalar((channels as f64).sqrt()).unsqueeze::<D>();
+        let y = (x * inverse_norm * scale).cast(dtype);
+        if activate { silu(y) } else { y }
     }
 }

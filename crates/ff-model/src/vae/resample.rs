@@ -17,6 +17,8 @@ use burn::module::Module;
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::tensor::{Tensor, backend::Backend};
+use kernels_cubecl::AttentionBackend;
+use kernels_cubecl::causal_conv3d;
 use serde::{Deserialize, Serialize};
 
 /// The kind of a [`Resample`] layer (diffusers' `mode`).
@@ -63,7 +65,7 @@ pub struct Resample<B: Backend> {
     mode: ResampleMode,
 }
 
-impl<B: Backend> Resample<B> {
+impl<B: AttentionBackend> Resample<B> {
     pub(crate) fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         match (self.mode, &self.time_conv) {
             (ResampleMode::Upsample3d, Some(time_conv)) => {
@@ -78,28 +80,39 @@ impl<B: Backend> Resample<B> {
         }
     }
 
-    /// The spatial part, frame by frame.
+    /// The spatial part, frame by frame: after a nearest 2× upsampling, on the CPU kernel where
+    /// it runs (the 3×3 convolution as a `1×3×3` causal one, no frame reordering).
     fn per_frame(&self, x: Tensor<B, 5>) -> Tensor<B, 5> {
+        let x = match self.mode {
+            ResampleMode::Upsample2d | ResampleMode::Upsample3d => {
+                let x = nearest_2x(x);
+                let [out, channels, kh, kw] = self.resample.weight.dims();
+                let weight = self.resample.weight.val().reshape([out, channels, 1, kh, kw]);
+                let bias = self.resample.bias.as_ref().map(|b| b.val()).unwrap_or_else(|| Tensor::zeros([out], &x.device()));
+                if let Some(y) = causal_conv3d(x.clone(), weight, bias, 0, [kh / 2, kw / 2]) {
+                    return y;
+                }
+                x
+            }
+            ResampleMode::Downsample2d | ResampleMode::Downsample3d => x,
+        };
         let [b, c, t, h, w] = x.dims();
         let frames = x.permute([0, 2, 1, 3, 4]).reshape([b * t, c, h, w]);
-        let frames = match self.mode {
-            ResampleMode::Upsample2d | ResampleMode::Upsample3d => nearest_2x(frames),
-            ResampleMode::Downsample2d | ResampleMode::Downsample3d => frames,
-        };
         let y = self.resample.forward(frames);
         let [_, c, h, w] = y.dims();
         y.reshape([b, t, c, h, w]).permute([0, 2, 1, 3, 4])
     }
 }
 
-/// Nearest-neighbour 2× upsampling of `[N, C, H, W]` (equal to PyTorch's `nearest-exact` at 2×).
-fn nearest_2x<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 4> {
-    let [n, c, h, w] = x.dims();
-    x.reshape([n, c, h, 1, w, 1]).expand([n, c, h, 2, w, 2]).reshape([n, c, 2 * h, 2 * w])
+/// Nearest-neighbour 2× upsampling of the frames of `[B, C, T, H, W]` (equal to PyTorch's
+/// `nearest-exact` at 2×).
+fn nearest_2x<B: Backend>(x: Tensor<B, 5>) -> Tensor<B, 5> {
+    let [b, c, t, h, w] = x.dims();
+    x.reshape([b * c * t, h, 1, w, 1]).expand([b * c * t, h, 2, w, 2]).reshape([b, c, t, 2 * h, 2 * w])
 }
 
 /// `T -> 2T` through the causal time convolution; the first chunk of a stream passes unchanged.
-fn upsample_time<B: Backend>(conv: &CausalConv3d<B>, x: Tensor<B, 5>, slot: &mut CacheSlot<B>) -> Tensor<B, 5> {
+fn upsample_time<B: AttentionBackend>(conv: &CausalConv3d<B>, x: Tensor<B, 5>, slot: &mut CacheSlot<B>) -> Tensor<B, 5> {
     if matches!(slot, CacheSlot::Empty) {
         *slot = CacheSlot::FirstChunkDone;
         return x;
@@ -110,7 +123,7 @@ fn upsample_time<B: Backend>(conv: &CausalConv3d<B>, x: Tensor<B, 5>, slot: &mut
 }
 
 /// Halves time with the stride-2 time convolution; the first chunk of a stream passes unchanged.
-fn downsample_time<B: Backend>(conv: &CausalConv3d<B>, x: Tensor<B, 5>, slot: &mut CacheSlot<B>) -> Tensor<B, 5> {
+fn downsample_time<B: AttentionBackend>(conv: &CausalConv3d<B>, x: Tensor<B, 5>, slot: &mut CacheSlot<B>) -> Tensor<B, 5> {
     let t = x.dims()[2];
     let last = x.clone().narrow(2, t - 1, 1);
     let previous = slot.take_frames();

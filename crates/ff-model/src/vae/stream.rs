@@ -7,6 +7,7 @@ use super::conv::CausalConv3d;
 use super::decoder::WanDecoder;
 use crate::error::{ModelError, Result};
 use burn::tensor::{Tensor, backend::Backend};
+use kernels_cubecl::AttentionBackend;
 
 /// A decoder with the causal state of one video; make one per video with
 /// [`WanVae::stream_decoder`](super::WanVae::stream_decoder).
@@ -21,28 +22,20 @@ pub struct VaeStreamDecoder<B: Backend> {
     latents_seen: usize,
 }
 
-impl<B: Backend> VaeStreamDecoder<B> {
+impl<B: AttentionBackend> VaeStreamDecoder<B> {
     pub(crate) fn new(decoder: WanDecoder<B>, post_quant_conv: CausalConv3d<B>, z_dim: usize) -> Self {
         Self { decoder, post_quant_conv, z_dim, cache: CausalCache::default(), shape: None, latents_seen: 0 }
     }
 
     /// Decodes the next `n ≥ 1` unnormalised latent frames `[B, z_dim, n, h, w]` of the video,
-    /// one latent frame at a time (as diffusers decodes): the activations held at once are those
-    /// of one latent's four output frames whatever `n` is, where a whole-chunk pass holds those
-    /// of all `4n` (the bidirectional sampler hands over all of a clip's latents).
+    /// clamped to `[-1, 1]`. The decoder takes them a bounded number of latents per pass (one at
+    /// Wan's 480p, as diffusers decodes, so the activations held at once stay those of one
+    /// latent's four output frames; dozens at the small world's size).
     pub fn decode_chunk(&mut self, latents: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
-        let frames = latents.dims()[2];
-        let video = if frames <= 1 {
-            self.decode_chunk_unclamped(latents)?
-        } else {
-            let parts = (0..frames).map(|i| self.decode_chunk_unclamped(latents.clone().narrow(2, i, 1))).collect::<Result<Vec<_>>>()?;
-            Tensor::cat(parts, 2)
-        };
-        Ok(video.clamp(-1.0, 1.0))
+        Ok(self.decode_chunk_unclamped(latents)?.clamp(-1.0, 1.0))
     }
 
-    /// [`VaeStreamDecoder::decode_chunk`] without the final clamp to `[-1, 1]`, all `n` frames
-    /// through each layer at once (training: the backward keeps every activation anyway).
+    /// [`VaeStreamDecoder::decode_chunk`] without the final clamp to `[-1, 1]` (training).
     pub(crate) fn decode_chunk_unclamped(&mut self, latents: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
         let [batch, channels, frames, h, w] = latents.dims();
         let shape = self.shape.unwrap_or([batch, h, w]);

@@ -5,6 +5,7 @@
 
 use super::data::VideoClip;
 use burn::tensor::{Tensor, backend::Backend};
+use ff_model::AttentionBackend;
 use ff_model::vae::WanVae;
 use ff_world::detect::{Detection, detect};
 use ff_world::eval::clip_identity;
@@ -33,7 +34,7 @@ pub struct Reconstruction {
 }
 
 /// Encodes `clip` (its latent mean) and decodes it whole and `chunk` latents at a time.
-pub fn reconstruct<B: Backend>(vae: &WanVae<B>, clip: &VideoClip, chunk: usize) -> crate::Result<Reconstruction> {
+pub fn reconstruct<B: AttentionBackend>(vae: &WanVae<B>, clip: &VideoClip, chunk: usize) -> crate::Result<Reconstruction> {
     let device = vae.quant_conv.bias.val().device();
     let target = clip.tensor::<B>(&device);
     let [n, _, t, h, w] = target.dims();

@@ -17,7 +17,7 @@
 use crate::backend::{CpuBackend, cpu_device};
 use crate::video::write_atomic;
 use anyhow::{Context, Result, bail};
-use burn::tensor::backend::Backend;
+use ff_model::AttentionBackend;
 use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_train::checkpoint::{Stored, latest, load_module_ema, read_module_state, write_tensors_as};
 use ff_train::data::ClipSource;
@@ -96,7 +96,7 @@ fn encoder_side(dir: &Path, config: &WanVaeConfig) -> Result<WanVae<CpuBackend>>
 }
 
 /// Per-channel mean and standard deviation of the latent means of `clips` held-out clips.
-pub fn latent_stats<B: Backend>(vae: &WanVae<B>, clips: usize) -> Result<(Vec<f64>, Vec<f64>)> {
+pub fn latent_stats<B: AttentionBackend>(vae: &WanVae<B>, clips: usize) -> Result<(Vec<f64>, Vec<f64>)> {
     let data = WorldClips::new(WorldClipsConfig::new().with_frames(17).with_first_seed(STATS_FIRST_SEED).with_clips(clips.max(1)))?;
     let device = vae.quant_conv.bias.val().device();
     let z = vae.config().z_dim;
@@ -128,7 +128,7 @@ pub enum LatentStats {
 
 /// Writes `vae` with its latent statistics and its weights stored as `stored` to the folder
 /// `out` (replacing it) and returns the config written.
-pub fn export<B: Backend>(vae: &WanVae<B>, stats: LatentStats, stored: Stored, out: &Path) -> Result<WanVaeConfig> {
+pub fn export<B: AttentionBackend>(vae: &WanVae<B>, stats: LatentStats, stored: Stored, out: &Path) -> Result<WanVaeConfig> {
     let (latents_mean, latents_std) = match stats {
         LatentStats::Measure(clips) => latent_stats(vae, clips)?,
         LatentStats::Keep => (vae.config().latents_mean.clone(), vae.config().latents_std.clone()),

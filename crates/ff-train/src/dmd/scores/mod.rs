@@ -16,7 +16,7 @@ pub use tiles::{image_heads, tiles};
 
 use super::config::DmdConfig;
 use crate::{Result, TrainRng};
-use burn::tensor::{Tensor, backend::Backend};
+use burn::tensor::Tensor;
 use ff_model::dit::TextContext;
 use ff_model::vae::WanVae;
 use ff_model::{AttentionBackend, FlowMatch, Role, WanDit};
@@ -78,7 +78,7 @@ impl<'a, B: AttentionBackend> Score<'a, B> {
 
 /// A clip's score windows: each tile's input (head first for later tiles) and how many leading
 /// head frames to drop.
-pub fn windows<B: Backend>(vae: &WanVae<B>, x0: Tensor<B, 5>, tiles: &[Range<usize>]) -> Result<Vec<(Tensor<B, 5>, usize)>> {
+pub fn windows<B: AttentionBackend>(vae: &WanVae<B>, x0: Tensor<B, 5>, tiles: &[Range<usize>]) -> Result<Vec<(Tensor<B, 5>, usize)>> {
     let heads = image_heads(vae, x0.clone(), tiles)?;
     Ok(tiles
         .iter()

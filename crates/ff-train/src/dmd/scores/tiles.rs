@@ -7,7 +7,8 @@
 //! frame → one latent, as Wan's first latent): `[1, C, 1, h, w]`, normalised like the latents.
 
 use crate::Result;
-use burn::tensor::{Tensor, backend::Backend};
+use burn::tensor::Tensor;
+use ff_model::AttentionBackend;
 use ff_model::vae::WanVae;
 use std::ops::Range;
 
@@ -25,7 +26,7 @@ pub fn tiles(latents: usize, window: usize) -> Vec<Range<usize>> {
 
 /// The image heads of tiles `1..` of `x0` (`[1, C, L, h, w]`, normalised latents, detached):
 /// one streaming decode of the clip, taking the last frame at each tile start.
-pub fn image_heads<B: Backend>(vae: &WanVae<B>, x0: Tensor<B, 5>, tiles: &[Range<usize>]) -> Result<Vec<Tensor<B, 5>>> {
+pub fn image_heads<B: AttentionBackend>(vae: &WanVae<B>, x0: Tensor<B, 5>, tiles: &[Range<usize>]) -> Result<Vec<Tensor<B, 5>>> {
     let device = x0.device();
     let mut decoder = vae.stream_decoder();
     let mut heads = Vec::with_capacity(tiles.len().saturating_sub(1));
