@@ -46,6 +46,11 @@ pub struct ResidualBlock<B: Backend> {
 }
 
 impl<B: AttentionBackend> ResidualBlock<B> {
+    /// Past frames an output frame reads through the block.
+    pub(crate) fn past_frames(&self) -> usize {
+        self.conv1.past_frames() + self.conv2.past_frames() + self.conv_shortcut.as_ref().map_or(0, CausalConv3d::past_frames)
+    }
+
     pub(crate) fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         let shortcut = match &self.conv_shortcut {
             Some(conv) => conv.forward(x.clone()),

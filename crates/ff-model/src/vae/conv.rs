@@ -64,6 +64,11 @@ pub struct CausalConv3d<B: Backend> {
 }
 
 impl<B: AttentionBackend> CausalConv3d<B> {
+    /// Past input frames an output frame reads (the causal time padding).
+    pub(crate) fn past_frames(&self) -> usize {
+        2 * self.padding[0]
+    }
+
     /// The whole sequence at once, zero history.
     pub fn forward(&self, x: Tensor<B, 5>) -> Tensor<B, 5> {
         self.conv(x, 2 * self.padding[0])

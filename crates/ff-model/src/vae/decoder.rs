@@ -82,15 +82,43 @@ impl<B: Backend> WanDecoder<B> {
 }
 
 impl<B: AttentionBackend> WanDecoder<B> {
-    /// One chunk (one latent frame in diffusers' schedule) of the stream whose state is `cache`.
+    /// One chunk (one or more latent frames) of the stream whose state is `cache`.
     fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         cache.start_chunk();
+        let split = self.frame_rate_split();
+        let x = self.forward_latent_rate(x, split, cache);
+        self.forward_frame_rate(x, split, cache)
+    }
+
+    /// The up blocks from `split` on run at the video's frame rate: those after the last
+    /// temporal upsampler.
+    fn frame_rate_split(&self) -> usize {
+        self.up_blocks.iter().rposition(|b| b.upsampler.as_ref().is_some_and(Resample::doubles_time)).map_or(0, |i| i + 1)
+    }
+
+    /// `conv_in`, the middle block and the up blocks before `split`: latents to the input of the
+    /// frame-rate layers.
+    fn forward_latent_rate(&self, x: Tensor<B, 5>, split: usize, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         let x = self.conv_in.forward_cached(x, cache.next_slot());
         let mut x = self.mid_block.forward(x, cache);
-        for block in &self.up_blocks {
+        for block in &self.up_blocks[..split] {
+            x = block.forward(x, cache);
+        }
+        x
+    }
+
+    /// The up blocks from `split` on and the output head: frames to RGB frames.
+    fn forward_frame_rate(&self, mut x: Tensor<B, 5>, split: usize, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
+        for block in &self.up_blocks[split..] {
             x = block.forward(x, cache);
         }
         self.conv_out.forward_cached(self.norm_out.forward_silu(x), cache.next_slot())
+    }
+
+    /// Past frames an output frame of the frame-rate layers reads (through all of them).
+    fn frame_rate_reach(&self, split: usize) -> usize {
+        let blocks: usize = self.up_blocks[split..].iter().flat_map(|b| &b.resnets).map(ResidualBlock::past_frames).sum();
+        blocks + self.conv_out.past_frames()
     }
 
     /// Decodes latents after `post_quant_conv`, continuing the stream whose state is `cache`.
@@ -111,5 +139,43 @@ impl<B: AttentionBackend> WanDecoder<B> {
             start += n;
         }
         Tensor::cat(out, 2)
+    }
+
+    /// The last RGB frame of the decode of the first `end` latents, for each of `ends`
+    /// (ascending, each in `1..=n` for latents `[B, z_dim, n, h, w]` after `post_quant_conv`):
+    /// `[B, 3, 1, 8h, 8w]`, unclamped. The latent-rate layers run once over the latents, as in
+    /// [`WanDecoder::decode_frames`]; the frame-rate layers, where most of the work is, run
+    /// only on the frames each wanted frame reaches ([`WanDecoder::frame_rate_reach`], 18 for
+    /// Wan2.1's layout), from a zero past. Every layer is causal, so a frame that far into such a
+    /// window is the frame of the whole decode.
+    pub(crate) fn last_frames(&self, x: Tensor<B, 5>, ends: &[usize]) -> Vec<Tensor<B, 5>> {
+        let [batch, _, _, h, w] = x.dims();
+        let per_pass = (PASS_LATENT_PIXELS / (batch * h * w)).max(1);
+        let split = self.frame_rate_split();
+        let reach = self.frame_rate_reach(split);
+        let mut cache = CausalCache::default();
+        // Latent-rate outputs of the latest passes, covering at least `reach + 1` frames.
+        let mut window: Vec<Tensor<B, 5>> = Vec::new();
+        let (mut window_frames, mut done) = (0, 0);
+        let mut out = Vec::with_capacity(ends.len());
+        for &end in ends {
+            while done < end {
+                let n = if cache.is_fresh() { 1 } else { per_pass.min(end - done) };
+                cache.start_chunk();
+                let y = self.forward_latent_rate(x.clone().narrow(2, done, n), split, &mut cache);
+                window_frames += y.dims()[2];
+                window.push(y);
+                while window.len() > 1 && window_frames - window[0].dims()[2] > reach {
+                    window_frames -= window.remove(0).dims()[2];
+                }
+                done += n;
+            }
+            let keep = (reach + 1).min(window_frames);
+            let frames = Tensor::cat(window.clone(), 2).narrow(2, window_frames - keep, keep);
+            let mut fresh = CausalCache::default();
+            fresh.start_chunk();
+            out.push(self.forward_frame_rate(frames, split, &mut fresh).narrow(2, keep - 1, 1));
+        }
+        out
     }
 }

@@ -120,6 +120,25 @@ impl<B: AttentionBackend> WanVae<B> {
         self.stream_decoder().decode_chunk(latents)
     }
 
+    /// The last frame of [`WanVae::decode`] of the first `end` of the unnormalised latents
+    /// `[B, z_dim, n, h, w]`, for each of `ends` (ascending, each in `1..=n`): `[B, 3, 1, 8h, 8w]`
+    /// in `[-1, 1]`, the same frames as the whole decode's, but the layers at the video's frame
+    /// rate run only on the frames each of them reaches (Phase 2's image heads: at L = 81 a
+    /// quarter of the whole decode's work).
+    pub fn decode_last_frames(&self, latents: Tensor<B, 5>, ends: &[usize]) -> Result<Vec<Tensor<B, 5>>> {
+        let [_, channels, n, _, _] = latents.dims();
+        let ascending = ends.windows(2).all(|w| w[0] < w[1]);
+        if channels != self.config.z_dim || !ascending || ends.first().is_some_and(|&e| e == 0) || ends.last().is_some_and(|&e| e > n) {
+            return Err(ModelError::Input(format!(
+                "VAE last frames expect latents [B, {}, n, h, w] and ascending ends in 1..=n, got {:?} and ends {ends:?}",
+                self.config.z_dim,
+                latents.dims()
+            )));
+        }
+        let frames = self.decoder.last_frames(self.post_quant_conv.forward(latents), ends);
+        Ok(frames.into_iter().map(|f| f.clamp(-1.0, 1.0)).collect())
+    }
+
     /// [`WanVae::decode`] without the final clamp to `[-1, 1]`.
     pub fn decode_unclamped(&self, latents: Tensor<B, 5>) -> Result<Tensor<B, 5>> {
         self.stream_decoder().decode_chunk_unclamped(latents)

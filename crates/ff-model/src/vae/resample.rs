@@ -66,6 +66,11 @@ pub struct Resample<B: Backend> {
 }
 
 impl<B: AttentionBackend> Resample<B> {
+    /// Whether the layer doubles the frames (`Upsample3d`).
+    pub(crate) fn doubles_time(&self) -> bool {
+        self.mode == ResampleMode::Upsample3d
+    }
+
     pub(crate) fn forward(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
         match (self.mode, &self.time_conv) {
             (ResampleMode::Upsample3d, Some(time_conv)) => {

@@ -280,3 +280,28 @@ fn exported_config_and_tensors_load_back_into_the_same_vae() {
     assert!(rel_l2(loaded.decode(mean.clone()).unwrap(), reference.decode(mean).unwrap()) <= 1e-6);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Phase 2's image heads: the last frame of each prefix decode, with the frame-rate layers run
+/// on a window only, must be the whole decode's frame, near the start (the window reaches the
+/// first latent) and far from it (it does not), bit for bit on the CPU kernels, whose every
+/// output frame is one task; bad ends are refused.
+#[test]
+fn last_frames_are_the_whole_decodes_frames() {
+    let vae = fixture_vae();
+    let latents = random([1, 16, 14, 2, 2], 5);
+    let whole = vae.decode(latents.clone()).unwrap();
+    let values = whole.to_data().to_vec::<f32>().unwrap();
+    let inside = values.iter().filter(|v| v.abs() < 0.99).count();
+    assert!(inside * 2 > values.len(), "the decode saturates: {inside} of {} values inside (-1, 1)", values.len());
+    let ends = [1, 2, 6, 11, 14];
+    let frames = vae.decode_last_frames(latents.clone(), &ends).unwrap();
+    for (&end, frame) in ends.iter().zip(frames) {
+        let want = whole.clone().narrow(2, 4 * (end - 1), 1);
+        let diff = (frame - want).abs().max().into_scalar();
+        assert!(diff == 0.0, "end {end}: max |difference| {diff}");
+    }
+    for bad in [&[0, 3][..], &[3, 3], &[15]] {
+        let err = vae.decode_last_frames(latents.clone(), bad).unwrap_err().to_string();
+        assert!(err.contains("ascending ends"), "{bad:?}: {err}");
+    }
+}

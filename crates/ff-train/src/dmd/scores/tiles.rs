@@ -25,19 +25,12 @@ pub fn tiles(latents: usize, window: usize) -> Vec<Range<usize>> {
 }
 
 /// The image heads of tiles `1..` of `x0` (`[1, C, L, h, w]`, normalised latents, detached):
-/// one streaming decode of the clip, taking the last frame at each tile start.
+/// the last frame of the decoded prefix at each tile start ([`WanVae::decode_last_frames`]: the
+/// frames of one streaming decode of the clip, at a quarter of its work), re-encoded alone.
 pub fn image_heads<B: AttentionBackend>(vae: &WanVae<B>, x0: Tensor<B, 5>, tiles: &[Range<usize>]) -> Result<Vec<Tensor<B, 5>>> {
     let device = x0.device();
-    let mut decoder = vae.stream_decoder();
-    let mut heads = Vec::with_capacity(tiles.len().saturating_sub(1));
-    let mut decoded = 0;
-    for tile in &tiles[1..] {
-        let chunk = x0.clone().narrow(2, decoded, tile.start - decoded);
-        let frames = decoder.decode_chunk(vae.denormalize(chunk))?;
-        decoded = tile.start;
-        let n = frames.dims()[2];
-        let last = frames.narrow(2, n - 1, 1).clamp(-1.0, 1.0);
-        heads.push(vae.normalize(vae.encode_mean(last)?).to_device(&device));
-    }
-    Ok(heads)
+    let starts: Vec<usize> = tiles.iter().skip(1).map(|t| t.start).collect();
+    let Some(&last) = starts.last() else { return Ok(Vec::new()) };
+    let frames = vae.decode_last_frames(vae.denormalize(x0.narrow(2, 0, last)), &starts)?;
+    frames.into_iter().map(|frame| Ok(vae.normalize(vae.encode_mean(frame)?).to_device(&device))).collect()
 }
