@@ -129,12 +129,11 @@ impl<B: AttentionBackend> WanDecoder<B> {
     /// so a pass of `n` latents computes what `n` passes of one latent compute, with a few large
     /// operations instead of many small ones (at the small world's 8×8 latents, 16 per pass).
     pub(crate) fn decode_frames(&self, x: Tensor<B, 5>, cache: &mut CausalCache<B>) -> Tensor<B, 5> {
-        let [batch, _, frames, h, w] = x.dims();
-        let per_pass = (PASS_LATENT_PIXELS / (batch * h * w)).max(1);
+        let frames = x.dims()[2];
         let mut out = Vec::new();
         let mut start = 0;
         while start < frames {
-            let n = if cache.is_fresh() { 1 } else { per_pass.min(frames - start) };
+            let n = pass_len(x.dims(), cache, frames - start);
             out.push(self.forward(x.clone().narrow(2, start, n), cache));
             start += n;
         }
@@ -149,8 +148,6 @@ impl<B: AttentionBackend> WanDecoder<B> {
     /// Wan2.1's layout), from a zero past. Every layer is causal, so a frame that far into such a
     /// window is the frame of the whole decode.
     pub(crate) fn last_frames(&self, x: Tensor<B, 5>, ends: &[usize]) -> Vec<Tensor<B, 5>> {
-        let [batch, _, _, h, w] = x.dims();
-        let per_pass = (PASS_LATENT_PIXELS / (batch * h * w)).max(1);
         let split = self.frame_rate_split();
         let reach = self.frame_rate_reach(split);
         let mut cache = CausalCache::default();
@@ -160,7 +157,7 @@ impl<B: AttentionBackend> WanDecoder<B> {
         let mut out = Vec::with_capacity(ends.len());
         for &end in ends {
             while done < end {
-                let n = if cache.is_fresh() { 1 } else { per_pass.min(end - done) };
+                let n = pass_len(x.dims(), &cache, end - done);
                 cache.start_chunk();
                 let y = self.forward_latent_rate(x.clone().narrow(2, done, n), split, &mut cache);
                 window_frames += y.dims()[2];
@@ -170,12 +167,22 @@ impl<B: AttentionBackend> WanDecoder<B> {
                 }
                 done += n;
             }
+            // The last `reach + 1` frames: the oldest pass narrowed, the later ones whole.
             let keep = (reach + 1).min(window_frames);
-            let frames = Tensor::cat(window.clone(), 2).narrow(2, window_frames - keep, keep);
+            let skip = window_frames - keep;
+            let first = window[0].clone().narrow(2, skip, window[0].dims()[2] - skip);
+            let frames = Tensor::cat(std::iter::once(first).chain(window[1..].iter().cloned()).collect(), 2);
             let mut fresh = CausalCache::default();
             fresh.start_chunk();
             out.push(self.forward_frame_rate(frames, split, &mut fresh).narrow(2, keep - 1, 1));
         }
         out
     }
+}
+
+/// Latents the next pass of a stream takes, with `left` to go: its first latent alone (the
+/// temporal upsamplers keep its single frame), then as many as keep the pass under
+/// [`PASS_LATENT_PIXELS`].
+fn pass_len<B: Backend>([batch, _, _, h, w]: [usize; 5], cache: &CausalCache<B>, left: usize) -> usize {
+    if cache.is_fresh() { 1 } else { (PASS_LATENT_PIXELS / (batch * h * w)).clamp(1, left) }
 }
