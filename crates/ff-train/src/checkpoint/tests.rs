@@ -199,3 +199,40 @@ fn an_exported_student_serves_its_roles_merged() {
     let err = export_roles(&model.merge(Role::Planner), &scratch.0.join("plain")).unwrap_err().to_string();
     assert!(err.contains("no planner/renderer roles"), "{err}");
 }
+
+/// Largest absolute difference between the parameters of two models of one structure.
+fn largest_difference(a: &WanDit<NdArray>, b: &WanDit<NdArray>) -> f32 {
+    let (a, b) = (params(a, |_| true), params(b, |_| true));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    a.iter().map(|(k, v)| (v.clone() - b[k].clone()).abs().max().into_scalar()).fold(0.0, f32::max)
+}
+
+#[test]
+fn an_exported_student_unmerges_into_roles_that_merge_back() {
+    use burn::module::Param;
+    use burn::tensor::{Distribution, Tensor};
+    use ff_model::dit::Role;
+    let dir = Path::new("export");
+    let mut model = tiny_model().valid();
+    let dims = model.role_embedding.as_ref().unwrap().dims();
+    model.role_embedding = Some(Param::from_tensor(Tensor::random(dims, Distribution::Normal(0.0, 1.0), &Default::default())));
+    let (planner, renderer) = (model.merge(Role::Planner), model.merge(Role::Renderer));
+
+    // The tiny model's adapters are rank 4: the roles differ by rank 8.
+    let roles = unmerge_roles(&planner, renderer.clone(), &LoraConfig::new(8).with_alpha(8.0), dir).unwrap();
+    assert_eq!(all_params(&roles.merge(Role::Renderer)), all_params(&renderer), "the renderer is the backbone, bit for bit");
+    let error = largest_difference(&roles.merge(Role::Planner), &planner);
+    assert!(error < 1e-5, "the planner merges back to within {error}");
+    assert!(largest_difference(&planner, &renderer) > 1e-2, "the roles differ");
+
+    let err = unmerge_roles(&planner, renderer.clone(), &LoraConfig::new(4).with_alpha(4.0), dir).unwrap_err().to_string();
+    assert!(err.contains("export") && err.contains(".base.weight") && err.contains("more than rank 4"), "{err}");
+    let err = unmerge_roles(&planner, renderer.clone(), &LoraConfig::new(8).with_shared(true), dir).unwrap_err().to_string();
+    assert!(err.contains("shared adapter"), "{err}");
+
+    let key = params(&planner, |p| p.starts_with("blocks.0.ffn")).into_keys().next().unwrap();
+    let bumped = params(&planner, |p| p == key).into_iter().map(|(k, v)| (k, v + 1e-3)).collect();
+    let planner = crate::engine::params::assign(planner, bumped);
+    let err = unmerge_roles(&planner, renderer, &LoraConfig::new(8).with_alpha(8.0), dir).unwrap_err().to_string();
+    assert!(err.contains(&key) && err.contains("not adapted"), "{err}");
+}

@@ -73,6 +73,12 @@ pub struct DmdConfig {
     /// Critic updates per generator update (1:5).
     #[config(default = 5)]
     pub critic_updates: usize,
+    /// Critic updates before the run's first generator update (0: none, as a run from Phase 1,
+    /// whose critic starts as the teacher beside a student close to it). A run that continues a
+    /// trained student (an export, see `checkpoint::unmerge_roles`) starts with a fresh critic
+    /// that knows nothing of the student's samples: these updates fit it first.
+    #[config(default = 0)]
+    pub critic_warmup: usize,
     /// Learning rate of the critic's LoRA.
     #[config(default = 1e-6)]
     pub critic_lr: f64,
@@ -102,7 +108,7 @@ impl DmdConfig {
             .with_lora_rank(self.critic_lora_rank)
             .with_lora_alpha(self.critic_lora_alpha)
             .with_lora_shared(false)
-            .with_steps(generator.steps * self.critic_updates)
+            .with_steps(generator.steps * self.critic_updates + self.critic_warmup)
             .with_seed(generator.seed ^ 0xC417_1C00)
     }
 

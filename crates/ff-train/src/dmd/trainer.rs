@@ -42,7 +42,7 @@ pub struct DmdReport {
     /// Exit stage of the generator update.
     pub exit: usize,
     pub generator: StepReport,
-    /// The critic updates of this step, in order.
+    /// The critic updates of this step, in order (the first step's begin with the warm-up).
     pub critic: Vec<StepReport>,
 }
 
@@ -122,13 +122,25 @@ where
         self.generator.step_count()
     }
 
-    /// One generator update, then the critic updates, each at its own exit draw. A failed step
-    /// leaves the run unusable for bit-exact continuation; resume from the last checkpoint.
+    /// Critic updates done before the first generator update of this run.
+    fn warmup(&self) -> usize {
+        self.shared.config.critic_warmup
+    }
+
+    /// One generator update, then the critic updates, each at its own exit draw; the run's first
+    /// step starts with the critic's warm-up updates. A failed step leaves the run unusable for
+    /// bit-exact continuation; resume from the last checkpoint.
     pub fn step(&mut self, data: &dyn ClipSource) -> Result<DmdReport> {
         let stages = self.shared.config.stages;
+        let mut reports = Vec::with_capacity(self.shared.config.critic_updates);
+        if self.step_count() == 0 && self.critic.step_count() == 0 {
+            for _ in 0..self.warmup() {
+                let exit = self.rng.below(stages);
+                reports.push(self.critic_step(data, exit)?);
+            }
+        }
         let exit = self.rng.below(stages);
         let generator = self.generator_step(data, exit)?;
-        let mut reports = Vec::with_capacity(self.shared.config.critic_updates);
         for _ in 0..self.shared.config.critic_updates {
             let exit = self.rng.below(stages);
             reports.push(self.critic_step(data, exit)?);
@@ -170,8 +182,13 @@ where
         let state: DmdState = serde_json::from_str(&text)
             .map_err(|e| TrainError::Checkpoint { path: path.clone(), message: format!("invalid DMD state: {e}") })?;
         let critic = dir.join(CRITIC_DIR);
-        if read_state(&critic)?.step != self.shared.config.critic_updates * read_state(dir)?.step {
-            return Err(TrainError::Checkpoint { path: critic, message: "critic steps do not match the generator's at this ratio".into() });
+        let steps = read_state(dir)?.step;
+        let warmup = if steps > 0 { self.warmup() } else { 0 };
+        if read_state(&critic)?.step != self.shared.config.critic_updates * steps + warmup {
+            return Err(TrainError::Checkpoint {
+                path: critic,
+                message: "critic steps do not match the generator's at this ratio and warm-up".into(),
+            });
         }
         restore(&mut self.generator, dir)?;
         restore(&mut self.critic, &critic)?;

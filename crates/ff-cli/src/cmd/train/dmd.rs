@@ -8,8 +8,11 @@
 //! reaches its last step exports the student to `RUN/transformer/` (merged roles and manifest,
 //! see `export`), the DiT folder of the default model.
 //!
-//! Models: the student from `--dit` (a Phase 1 run, whose LoRA rank the run keeps, or any Wan
-//! DiT weights, which get fresh roles); the frozen teacher from `--teacher` (a model directory,
+//! Models: the student from `--dit` (a Phase 1 run, whose LoRA rank the run keeps; an exported
+//! student folder such as `models/world/transformer/`, whose merged roles are split back into a
+//! backbone and per-role adapters of the config's `lora_rank`, `ff_train::checkpoint::unmerge_roles`,
+//! so that Phase 2 continues from it, best with `[dmd] critic_warmup`; or any Wan DiT weights,
+//! which get fresh roles); the frozen teacher from `--teacher` (a model directory,
 //! or weights in the model directory's DiT config), never written; the critic's base from
 //! `[dmd] critic` (default: the model directory's DiT, the raw backbone as in Self-Forcing), with
 //! a fresh LoRA; the VAE (image heads) and the text encoder (the empty prompt, encoded once on
@@ -28,8 +31,8 @@ use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use ff_model::text::PromptEncoderFiles;
 use ff_model::vae::WanVae;
-use ff_model::{AttentionBackend, WanDit};
-use ff_train::checkpoint::{latest, load_dit, read_state};
+use ff_model::{AttentionBackend, DitConfig, LoraConfig, WanDit};
+use ff_train::checkpoint::{exported_roles, latest, load_dit, read_state, unmerge_roles};
 use ff_train::data::{ClipSource, ShardDataset};
 use ff_train::dmd::{DmdConfig, DmdShared, DmdTrainer};
 use ff_train::engine::StepReport;
@@ -42,7 +45,7 @@ const SECTION: &str = "dmd";
 /// The `[dmd]` section: the objective's keys and the models' paths and devices.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Section {
-    /// The student: a Phase 1 run or checkpoint folder, or Wan DiT weights (`--dit`).
+    /// The student: a Phase 1 run or checkpoint folder, an exported student, or Wan DiT weights (`--dit`).
     pub dit: Option<PathBuf>,
     /// The real score: a model directory or DiT weights (`--teacher`).
     pub teacher: Option<PathBuf>,
@@ -67,7 +70,8 @@ pub struct Args {
     /// Model directory in a layout `generate` reads: DiT config (and default critic), VAE, text encoder.
     #[arg(long)]
     model_dir: Option<PathBuf>,
-    /// The student: a Phase 1 run (`train sft --out`), a checkpoint folder, or Wan DiT weights.
+    /// The student: a Phase 1 run (`train sft --out`), a checkpoint folder, an exported student
+    /// (merged planner/ and renderer/), or Wan DiT weights.
     #[arg(long)]
     dit: Option<PathBuf>,
     /// The frozen real score: a model directory or DiT weights (read only).
@@ -140,6 +144,20 @@ fn phase1_state(path: &Path) -> Result<Option<ff_train::checkpoint::CheckpointSt
     Ok(dir.map(|d| read_state(&d)).transpose()?)
 }
 
+/// The student at `path` with its roles: an exported student's two merged models split back into
+/// a backbone and adapters of `lora`, a checkpoint's roles, or a plain DiT with fresh roles.
+fn load_student<B: AttentionBackend>(config: &DitConfig, path: &Path, lora: &LoraConfig, device: &B::Device) -> Result<WanDit<B>> {
+    if let Some([planner, renderer]) = exported_roles(path)? {
+        let load = |file: &Path| WanDit::<B>::load(config, file, device).with_context(|| format!("cannot load {}", file.display()));
+        return Ok(unmerge_roles(&load(&planner)?, load(&renderer)?, lora, path)?);
+    }
+    let student = load_dit::<B>(config, path, device)?;
+    Ok(match student.role_embedding {
+        Some(_) => student,
+        None => student.with_roles(lora),
+    })
+}
+
 struct Dmd {
     session: Session<Section>,
 }
@@ -159,12 +177,8 @@ impl BackendTask for Dmd {
         Autodiff::<B>::seed(&devices[0], c.seed);
 
         let dit_path = section.dit.as_ref().expect("checked before");
-        let student = load_dit::<Autodiff<B>>(&s.dit_config, dit_path, &devices[0])
+        let student = load_student::<Autodiff<B>>(&s.dit_config, dit_path, &c.lora(), &devices[0])
             .with_context(|| format!("cannot load the student from {}", dit_path.display()))?;
-        let student = match student.role_embedding {
-            Some(_) => student,
-            None => student.with_roles(&c.lora()),
-        };
         let teacher_path = section.teacher.as_ref().expect("checked before");
         let (teacher_weights, teacher_config) = match teacher_path.is_dir() {
             true => {

@@ -46,8 +46,12 @@ fn models() -> Models {
 }
 
 fn trainer(m: &Models) -> DmdTrainer<B> {
+    trainer_with(m, tiny_config())
+}
+
+fn trainer_with(m: &Models, config: DmdConfig) -> DmdTrainer<B> {
     let device = Default::default();
-    let shared = DmdShared::new(tiny_config(), m.teacher.clone(), tiny_vae(), empty_prompt()).unwrap();
+    let shared = DmdShared::new(config, m.teacher.clone(), tiny_vae(), empty_prompt()).unwrap();
     DmdTrainer::new(train_config(), m.student.clone(), vec![device], m.critic.clone(), vec![device], shared, 2).unwrap()
 }
 
@@ -76,20 +80,25 @@ fn each_update_changes_only_its_own_network() {
     assert_eq!(changed(&teacher, &weights(&t.shared().teacher)), Vec::<String>::new(), "the teacher changed");
 }
 
+/// With a critic warm-up of 2 updates: the first step holds them, a resumed run does not repeat
+/// them.
 #[test]
 fn resume_is_bit_exact() {
     let data = clips(2);
     let dir = TestDir::new("dmd-resume");
     let m = models();
-    let mut straight = trainer(&m);
-    for _ in 0..2 {
-        straight.step(&data).unwrap();
-    }
-    let mut first = trainer(&m);
+    let config = tiny_config().with_critic_warmup(2);
+    let mut straight = trainer_with(&m, config.clone());
+    let reports: Vec<_> = (0..2).map(|_| straight.step(&data).unwrap()).collect();
+    assert_eq!(reports.iter().map(|r| r.critic.len()).collect::<Vec<_>>(), [3, 1], "the warm-up comes once, first");
+    let mut first = trainer_with(&m, config.clone());
     let report = first.step(&data).unwrap();
-    assert_eq!((report.step, report.critic.len()), (1, 1));
+    assert_eq!((report.step, report.critic.len()), (1, 3));
     let saved = first.save(dir.path(), None).unwrap();
-    let mut resumed = trainer(&m);
+    let mut other = trainer(&m);
+    let err = other.restore(&saved).unwrap_err().to_string();
+    assert!(err.contains("warm-up"), "a checkpoint with a warm-up restored into a run without one: {err}");
+    let mut resumed = trainer_with(&m, config);
     resumed.restore(&saved).unwrap();
     resumed.step(&data).unwrap();
     assert_eq!(resumed.step_count(), 2);
