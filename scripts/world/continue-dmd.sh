@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Continues Phase 2 of the default model's student from the installed export (issue 11), so that
+# Phase 2 grows across sessions that do not keep their runs: each continuation starts from
+# MODEL/transformer/, the shipped weights, and installs its own export only when it scores better.
+#   STEPS=300 scripts/world/continue-dmd.sh
+#   1. 20 s latents (as scripts/train-default.sh: 256 clips, dataset seed 2; reused when present);
+#   2. `train dmd --dit MODEL/transformer --config scripts/world/dmd-continue.toml`: the export's
+#      roles split back into backbone + adapters (`checkpoint::unmerge_roles`), a fresh critic
+#      warmed up first, STEPS generator steps (resumable: rerun the same command; to stop early,
+#      Ctrl-C saves a checkpoint, and rerunning with STEPS at its step exports it);
+#   3. the export and the installed student on the same PROMPTS held-out prompts at 5 s
+#      (scripts/world/eval.sh, the shipped codec);
+#   4. the export replaces MODEL/transformer/ only when its prompt accuracy is higher.
+# SEED: the run's seed (use a new one per continuation: another data order and noise);
+# DEVICES (default cpu:0,1), RUNS (default /work/world-runs/continue), BIN, MODEL as in
+# scripts/train-default.sh.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${BIN:-target/release/flashforward}
+MODEL=${MODEL:-models/world}
+RUNS=${RUNS:-/work/world-runs/continue}
+STEPS=${STEPS:-300}
+SEED=${SEED:-1}
+PROMPTS=${PROMPTS:-32}
+DEVICES=${DEVICES:-cpu:0,1}
+NICE=${NICE:-nice -n 5}
+[ -x "$BIN" ] || cargo build --release -p ff-cli
+mkdir -p "$RUNS"
+source scripts/world/stage.sh
+
+# The run's model directory, as in scripts/train-default.sh: the teacher as the critic's base,
+# the width-8 codec for the image heads; and the student it starts from, copied (the install
+# below replaces MODEL/transformer/, which a resumed run still reads).
+BASE="$RUNS/base"
+mkdir -p "$BASE"
+ln -sfn "$(realpath "$MODEL/teacher")" "$BASE/transformer"
+for d in text_encoder tokenizer; do ln -sfn "$(realpath "$MODEL/$d")" "$BASE/$d"; done
+ln -sfn "$(realpath "$MODEL/vae-w8")" "$BASE/vae"
+[ -e "$RUNS/start/flashforward.json" ] || { rm -rf "$RUNS/start"; cp -r "$MODEL/transformer" "$RUNS/start"; }
+
+LATENTS="$RUNS/latents-20s"
+latents() {
+    $NICE "$BIN" world-latents --model-dir "$MODEL" --out "$LATENTS" --clips 256 --seconds 20 --seed 2
+    touch "$LATENTS/.complete-256"
+}
+stage latents "$LATENTS/.complete-256" latents
+
+dmd() {
+    local resume=()
+    ls -d "$RUNS/dmd"/step-* >/dev/null 2>&1 && resume=(--resume)
+    $NICE "$BIN" train dmd --model-dir "$BASE" --out "$RUNS/dmd" --seed "$SEED" --dit "$RUNS/start" \
+        --teacher "$MODEL/teacher" --data "$LATENTS" --config scripts/world/dmd-continue.toml \
+        --steps "$STEPS" --devices "$DEVICES" "${resume[@]}"
+}
+stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
+
+# Scores of the start and of the export, with the shipped codec and text encoder.
+score() {
+    local name=$1 dit=$2
+    scripts/world/eval.sh "$RUNS/eval-$name" "$PROMPTS" 5 --dit "$dit"
+}
+accuracy() { jq '.prompt_accuracy' "$1/eval.json"; }
+stage eval-start "$RUNS/eval-start/eval.json" score start "$RUNS/start"
+stage eval-export "$RUNS/eval-export/eval.json" score export "$RUNS/dmd/transformer"
+before=$(accuracy "$RUNS/eval-start") after=$(accuracy "$RUNS/eval-export")
+echo "prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, continued $after"
+if awk "BEGIN { exit !($after > $before) }"; then
+    rm -rf "$MODEL/transformer.tmp"
+    cp -r "$RUNS/dmd/transformer" "$MODEL/transformer.tmp"
+    rm -rf "$MODEL/transformer.old"
+    mv "$MODEL/transformer" "$MODEL/transformer.old"
+    mv "$MODEL/transformer.tmp" "$MODEL/transformer"
+    rm -rf "$MODEL/transformer.old"
+    echo "installed as $MODEL/transformer/"
+else
+    echo "kept the installed student"
+fi
