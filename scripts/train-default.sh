@@ -78,15 +78,17 @@ dmd() {
 }
 stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
 
-# 4. Install the export as the default model's student (replaced whole, never half-written).
+# 4. Install the export as the default model's student (replaced whole, never half-written),
+# over the shipped one: the stage is done when this run installed its own.
 install() {
     rm -rf "$MODEL/transformer.tmp" "$MODEL/transformer.old"
     cp -r "$RUNS/dmd/transformer" "$MODEL/transformer.tmp"
     [ -e "$MODEL/transformer" ] && mv "$MODEL/transformer" "$MODEL/transformer.old"
     mv "$MODEL/transformer.tmp" "$MODEL/transformer"
     rm -rf "$MODEL/transformer.old"
+    touch "$RUNS/.installed"
 }
-stage export "$MODEL/transformer/flashforward.json" install
+stage export "$RUNS/.installed" install
 
 # 5. Check: README's main command on the installed model (no model flags), scored by `eval`.
 check() {
