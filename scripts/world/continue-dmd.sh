@@ -9,8 +9,11 @@
 #      warmed up first, STEPS generator steps (resumable: rerun the same command; to stop early,
 #      Ctrl-C saves a checkpoint, and rerunning with STEPS at its step exports it);
 #   3. the export and the installed student on the same PROMPTS held-out prompts at 5 s
-#      (scripts/world/eval.sh, the shipped codec);
-#   4. the export replaces MODEL/transformer/ only when its prompt accuracy is higher.
+#      (scripts/world/eval.sh, the shipped codec; default 64: the gate's 32 and 32 more);
+#   4. the export replaces MODEL/transformer/ only when its prompt accuracy is higher by more
+#      than two standard errors of the paired per-prompt difference (about 0.04 at 64 prompts:
+#      a 32-prompt score moves by 0.05-0.1 between checkpoints that are no better or worse,
+#      docs/RESULTS.md, "Phase 2 continued from the export").
 # SEED: the run's seed (use a new one per continuation: another data order and noise);
 # DEVICES (default cpu:0,1), RUNS (default /work/world-runs/continue), BIN, MODEL as in
 # scripts/train-default.sh.
@@ -21,7 +24,7 @@ MODEL=${MODEL:-models/world}
 RUNS=${RUNS:-/work/world-runs/continue}
 STEPS=${STEPS:-300}
 SEED=${SEED:-1}
-PROMPTS=${PROMPTS:-32}
+PROMPTS=${PROMPTS:-64}
 DEVICES=${DEVICES:-cpu:0,1}
 NICE=${NICE:-nice -n 5}
 [ -x "$BIN" ] || cargo build --release -p ff-cli
@@ -59,12 +62,16 @@ score() {
     local name=$1 dit=$2
     scripts/world/eval.sh "$RUNS/eval-$name" "$PROMPTS" 5 --dit "$dit"
 }
-accuracy() { jq '.prompt_accuracy' "$1/eval.json"; }
 stage eval-start "$RUNS/eval-start/eval.json" score start "$RUNS/start"
 stage eval-export "$RUNS/eval-export/eval.json" score export "$RUNS/dmd/transformer"
-before=$(accuracy "$RUNS/eval-start") after=$(accuracy "$RUNS/eval-export")
-echo "prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, continued $after"
-if awk "BEGIN { exit !($after > $before) }"; then
+# The paired difference export − start of the per-prompt accuracies: mean and standard error.
+verdict=$(jq -s -r '. as $in | [.[0].per_video, .[1].per_video] | transpose | map(.[1].prompt_accuracy - .[0].prompt_accuracy) as $d
+    | ($d | length) as $n | ($d | add / $n) as $m | ((($d | map((. - $m) * (. - $m)) | add) / ($n - 1) / $n) | sqrt) as $se
+    | "\($in[0].prompt_accuracy) \($in[1].prompt_accuracy) \($m) \($se) \(if $m > 2 * $se then "better" else "not-better" end)"' \
+    "$RUNS/eval-start/eval.json" "$RUNS/eval-export/eval.json")
+read -r before after diff se better <<< "$verdict"
+echo "prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, continued $after (difference $diff, standard error $se)"
+if [ "$better" = better ]; then
     rm -rf "$MODEL/transformer.tmp"
     cp -r "$RUNS/dmd/transformer" "$MODEL/transformer.tmp"
     rm -rf "$MODEL/transformer.old"
@@ -73,5 +80,5 @@ if awk "BEGIN { exit !($after > $before) }"; then
     rm -rf "$MODEL/transformer.old"
     echo "installed as $MODEL/transformer/"
 else
-    echo "kept the installed student"
+    echo "kept the installed student: the continuation is not better by two standard errors"
 fi
