@@ -35,17 +35,8 @@ mkdir -p "$RUNS"
 
 source scripts/world/stage.sh
 
-# The model directory both phases read: the teacher as its DiT (Phase 1's initialisation,
-# Phase 2's critic base) beside the codec and the text encoder, linked, never copied. Its codec
-# is MODEL/vae-w8: the width-8 codec the shipped student was trained with, the same encoder as
-# MODEL/vae with the narrower decoder (scripts/world/train-vae.sh installs both). Phase 2 decodes every clip's clean
-# prefix for its score tiles' image heads, 12 times a step; the narrower decoder cuts a step by
-# 30 % (docs/BENCHMARKS.md, "Phase 2 of the default model and the wider decoder").
 BASE="$RUNS/base"
-mkdir -p "$BASE"
-ln -sfn "$(realpath "$MODEL/teacher")" "$BASE/transformer"
-for d in text_encoder tokenizer; do ln -sfn "$(realpath "$MODEL/$d")" "$BASE/$d"; done
-ln -sfn "$(realpath "$MODEL/vae-w8")" "$BASE/vae"
+student_base "$MODEL" "$BASE"
 
 # train PHASE RUN ARGS...: `train PHASE`, resuming RUN when it has a checkpoint.
 train() {
@@ -81,11 +72,7 @@ stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
 # 4. Install the export as the default model's student (replaced whole, never half-written),
 # over the shipped one: the stage is done when this run installed its own.
 install() {
-    rm -rf "$MODEL/transformer.tmp" "$MODEL/transformer.old"
-    cp -r "$RUNS/dmd/transformer" "$MODEL/transformer.tmp"
-    [ -e "$MODEL/transformer" ] && mv "$MODEL/transformer" "$MODEL/transformer.old"
-    mv "$MODEL/transformer.tmp" "$MODEL/transformer"
-    rm -rf "$MODEL/transformer.old"
+    install_student "$RUNS/dmd/transformer" "$MODEL"
     touch "$RUNS/.installed"
 }
 stage export "$RUNS/.installed" install

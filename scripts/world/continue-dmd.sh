@@ -31,14 +31,10 @@ NICE=${NICE:-nice -n 5}
 mkdir -p "$RUNS"
 source scripts/world/stage.sh
 
-# The run's model directory, as in scripts/train-default.sh: the teacher as the critic's base,
-# the width-8 codec for the image heads; and the student it starts from, copied (the install
-# below replaces MODEL/transformer/, which a resumed run still reads).
+# The run's model directory (as scripts/train-default.sh's), and the student it starts from,
+# copied (the install below replaces MODEL/transformer/, which a resumed run still reads).
 BASE="$RUNS/base"
-mkdir -p "$BASE"
-ln -sfn "$(realpath "$MODEL/teacher")" "$BASE/transformer"
-for d in text_encoder tokenizer; do ln -sfn "$(realpath "$MODEL/$d")" "$BASE/$d"; done
-ln -sfn "$(realpath "$MODEL/vae-w8")" "$BASE/vae"
+student_base "$MODEL" "$BASE"
 [ -e "$RUNS/start/flashforward.json" ] || { rm -rf "$RUNS/start"; cp -r "$MODEL/transformer" "$RUNS/start"; }
 
 LATENTS="$RUNS/latents-20s"
@@ -72,12 +68,7 @@ verdict=$(jq -s -r '. as $in | [.[0].per_video, .[1].per_video] | transpose | ma
 read -r before after diff se better <<< "$verdict"
 echo "prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, continued $after (difference $diff, standard error $se)"
 if [ "$better" = better ]; then
-    rm -rf "$MODEL/transformer.tmp"
-    cp -r "$RUNS/dmd/transformer" "$MODEL/transformer.tmp"
-    rm -rf "$MODEL/transformer.old"
-    mv "$MODEL/transformer" "$MODEL/transformer.old"
-    mv "$MODEL/transformer.tmp" "$MODEL/transformer"
-    rm -rf "$MODEL/transformer.old"
+    install_student "$RUNS/dmd/transformer" "$MODEL"
     echo "installed as $MODEL/transformer/"
 else
     echo "kept the installed student: the continuation is not better by two standard errors"
