@@ -1,7 +1,8 @@
 //! `flashforward train dmd` end to end on the CPU with tiny models: a Phase 1 run (`train sft`,
 //! one step) → `train dmd` (two generator steps, each with one critic step) → the run's
 //! checkpoint, which `generate --dit RUN` loads, and its export `RUN/transformer/`, which draws
-//! the same frames. The teacher's files are never written.
+//! the same frames. The teacher's files are never written. Then Phase 2 continues from the export
+//! (its roles split back into adapters, a fresh critic warmed up first).
 //! Latents are 2×2 (16×16 px): one token per frame.
 
 use std::fs;
@@ -174,4 +175,36 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
     assert!(log.contains("16x16 px") && log.contains("S = 2"), "the manifest's defaults: {log}");
     let (_, from_run) = frames(&phase2, &["--stages", "2", "--height", "16", "--width", "16"], "from-run/");
     assert!(!exported.is_empty() && exported == from_run, "the export draws the run's frames");
+
+    // Phase 2 continued from the export: its rank-4 roles split back at rank 8 (they differ by
+    // rank ≤ 8), a fresh critic fitted by 2 warm-up updates before the first generator update.
+    let continue_toml = root.join("continue.toml");
+    write(&continue_toml, &DMD_TOML.replace("[dmd]\n", "lora_rank = 8\nlora_alpha = 8.0\n[dmd]\ncritic_warmup = 2\n"));
+    let phase3 = root.join("phase3");
+    let log = ok(&[
+        "train",
+        "dmd",
+        "--model-dir",
+        &path(&model),
+        "--dit",
+        &path(&export),
+        "--teacher",
+        &path(&teacher),
+        "--data",
+        &path(&data),
+        "--out",
+        &path(&phase3),
+        "--steps",
+        "1",
+        "--seed",
+        "4",
+        "--config",
+        &path(&continue_toml),
+    ]);
+    assert!(log.contains("lora_rank = 8") && log.contains("critic_warmup = 2"), "{log}");
+    let state = |dir: PathBuf| -> serde_json::Value { serde_json::from_str(&fs::read_to_string(dir.join("state.json")).unwrap()).unwrap() };
+    let checkpoint = phase3.join("step-000001");
+    assert_eq!(state(checkpoint.clone())["step"], 1);
+    assert_eq!(state(checkpoint.join("critic"))["step"], 3, "2 warm-up and 1 critic update");
+    assert!(phase3.join("transformer/flashforward.json").is_file(), "the continuation exports its student");
 }
