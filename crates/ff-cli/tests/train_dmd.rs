@@ -179,7 +179,7 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
     // Phase 2 continued from the export: its rank-4 roles split back at rank 8 (they differ by
     // rank ≤ 8), a fresh critic fitted by 2 warm-up updates before the first generator update.
     let continue_toml = root.join("continue.toml");
-    write(&continue_toml, &DMD_TOML.replace("[dmd]\n", "lora_rank = 8\nlora_alpha = 8.0\n[dmd]\ncritic_warmup = 2\n"));
+    write(&continue_toml, DMD_TOML.replace("[dmd]\n", "lora_rank = 8\nlora_alpha = 8.0\n[dmd]\ncritic_warmup = 2\n"));
     let phase3 = root.join("phase3");
     let log = ok(&[
         "train",
