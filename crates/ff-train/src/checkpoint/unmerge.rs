@@ -57,9 +57,8 @@ pub fn unmerge_roles<B: AttentionBackend>(planner: &WanDit<B>, renderer: WanDit<
     let planner_params = params(planner, |_| true);
     let renderer_params = params(&renderer, |_| true);
     let model = renderer.with_roles(lora);
-    let adapted: Vec<String> =
-        params(&model, |p| p.ends_with(".adapters.0.a")).into_keys().map(|p| p.trim_end_matches(".adapters.0.a").to_string()).collect();
-    let adapters = params(&model, |p| p.contains(".adapters.0."));
+    // The planner's adapters `A`, by module path: `[in, rank]`, flattened.
+    let adapters = params(&model, |p| p.ends_with(".adapters.0.a"));
     let mut fitted = ParamMap::new();
     for (key, r) in &renderer_params {
         let p = planner_params.get(key).ok_or_else(|| fail(format!("the planner has no parameter {key}")))?;
@@ -72,9 +71,10 @@ pub fn unmerge_roles<B: AttentionBackend>(planner: &WanDit<B>, renderer: WanDit<
             let dim = diff.len();
             let table = diff.into_iter().chain(std::iter::repeat_n(0.0, dim)).collect();
             fitted.insert("role_embedding".into(), tensor(table, &device));
-        } else if let Some(prefix) = key.strip_suffix(".base.weight").filter(|k| adapted.iter().any(|a| a == k)) {
-            // `A` is `[in, rank]`, flattened.
-            let d_in = adapters[&format!("{prefix}.adapters.0.a")].dims()[0] / lora.rank;
+        } else if let Some((prefix, adapter)) =
+            key.strip_suffix(".base.weight").and_then(|prefix| Some((prefix, adapters.get(&format!("{prefix}.adapters.0.a"))?)))
+        {
+            let d_in = adapter.dims()[0] / lora.rank;
             let (a, b) = fit(&diff, d_in, lora, &p).map_err(|e| fail(format!("{key}: {e}")))?;
             fitted.insert(format!("{prefix}.adapters.0.a"), tensor(a, &device));
             fitted.insert(format!("{prefix}.adapters.0.b"), tensor(b, &device));
