@@ -88,27 +88,33 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
         &path(&sft_toml),
     ]);
 
+    // `train dmd` of the student `dit` into `out`.
+    let dmd = |dit: &Path, out: &Path, steps: &str, seed: &str, config: &Path| {
+        let (model, teacher, data) = (path(&model), path(&teacher), path(&data));
+        let (dit, out, config) = (path(dit), path(out), path(config));
+        ok(&[
+            "train",
+            "dmd",
+            "--model-dir",
+            &model,
+            "--dit",
+            &dit,
+            "--teacher",
+            &teacher,
+            "--data",
+            &data,
+            "--out",
+            &out,
+            "--steps",
+            steps,
+            "--seed",
+            seed,
+            "--config",
+            &config,
+        ])
+    };
     let before = snapshot(&teacher);
-    let log = ok(&[
-        "train",
-        "dmd",
-        "--model-dir",
-        &path(&model),
-        "--dit",
-        &path(&phase1),
-        "--teacher",
-        &path(&teacher),
-        "--data",
-        &path(&data),
-        "--out",
-        &path(&phase2),
-        "--steps",
-        "2",
-        "--seed",
-        "3",
-        "--config",
-        &path(&dmd_toml),
-    ]);
+    let log = dmd(&phase1, &phase2, "2", "3", &dmd_toml);
     assert!(log.contains("effective config:") && log.contains("[dmd]") && log.contains("lora_rank = 4"), "{log}");
     assert!(before == snapshot(&teacher), "the teacher's files changed");
 
@@ -181,26 +187,7 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
     let continue_toml = root.join("continue.toml");
     write(&continue_toml, DMD_TOML.replace("[dmd]\n", "lora_rank = 8\nlora_alpha = 8.0\n[dmd]\ncritic_warmup = 2\n"));
     let phase3 = root.join("phase3");
-    let log = ok(&[
-        "train",
-        "dmd",
-        "--model-dir",
-        &path(&model),
-        "--dit",
-        &path(&export),
-        "--teacher",
-        &path(&teacher),
-        "--data",
-        &path(&data),
-        "--out",
-        &path(&phase3),
-        "--steps",
-        "1",
-        "--seed",
-        "4",
-        "--config",
-        &path(&continue_toml),
-    ]);
+    let log = dmd(&export, &phase3, "1", "4", &continue_toml);
     assert!(log.contains("lora_rank = 8") && log.contains("critic_warmup = 2"), "{log}");
     let state = |dir: PathBuf| -> serde_json::Value { serde_json::from_str(&fs::read_to_string(dir.join("state.json")).unwrap()).unwrap() };
     let checkpoint = phase3.join("step-000001");
