@@ -41,10 +41,8 @@ student_base "$MODEL" "$BASE"
 # train PHASE RUN ARGS...: `train PHASE`, resuming RUN when it has a checkpoint.
 train() {
     local phase=$1 run=$2; shift 2
-    local resume=()
-    ls -d "$run"/step-* >/dev/null 2>&1 && resume=(--resume)
     $NICE "$BIN" train "$phase" --model-dir "$BASE" --out "$run" --seed 0 "$@" \
-        ${DEVICES:+--devices "$DEVICES"} "${resume[@]}"
+        ${DEVICES:+--devices "$DEVICES"} $(resume_flag "$run")
 }
 
 # 1. 20 s latent shards (L = 81) straight from the generator.

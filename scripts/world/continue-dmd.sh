@@ -45,11 +45,9 @@ latents() {
 stage latents "$LATENTS/.complete-256" latents
 
 dmd() {
-    local resume=()
-    ls -d "$RUNS/dmd"/step-* >/dev/null 2>&1 && resume=(--resume)
     $NICE "$BIN" train dmd --model-dir "$BASE" --out "$RUNS/dmd" --seed "$SEED" --dit "$RUNS/start" \
         --teacher "$MODEL/teacher" --data "$LATENTS" --config scripts/world/dmd-continue.toml \
-        --steps "$STEPS" --devices "$DEVICES" "${resume[@]}"
+        --steps "$STEPS" --devices "$DEVICES" $(resume_flag "$RUNS/dmd")
 }
 stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
 

@@ -9,6 +9,11 @@ stage() {
     echo "== $name: $((SECONDS - start)) s wall"
 }
 
+# resume_flag RUN: `--resume` when the training run RUN has a checkpoint, nothing otherwise.
+resume_flag() {
+    if ls -d "$1"/step-* >/dev/null 2>&1; then echo --resume; fi
+}
+
 # student_base MODEL BASE: the model directory both DMD phases read, linked, never copied: the
 # teacher as its DiT (Phase 1's initialisation, Phase 2's critic base) beside the text encoder and
 # MODEL/vae-w8 as its codec: the width-8 codec the shipped student was trained with, the same
