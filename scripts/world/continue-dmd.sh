@@ -4,7 +4,8 @@
 # MODEL/transformer/, the shipped weights, and installs its own export only when it scores better.
 #   STEPS=300 scripts/world/continue-dmd.sh
 #   1. 20 s latents (as scripts/train-default.sh: 256 clips, dataset seed 2; reused when present);
-#   2. `train dmd --dit MODEL/transformer --config scripts/world/dmd-continue.toml`: the export's
+#   2. `train dmd --dit MODEL/transformer --config CONFIG` (default scripts/world/dmd-continue.toml;
+#      scripts/world/dmd-continue-b8.toml has 8 clips per update): the export's
 #      roles split back into backbone + adapters (`checkpoint::unmerge_roles`), a fresh critic
 #      warmed up first, STEPS generator steps (resumable: rerun the same command; to stop early,
 #      Ctrl-C saves a checkpoint, and rerunning with STEPS at its step exports it);
@@ -23,6 +24,7 @@ BIN=${BIN:-target/release/flashforward}
 MODEL=${MODEL:-models/world}
 RUNS=${RUNS:-/work/world-runs/continue}
 STEPS=${STEPS:-300}
+CONFIG=${CONFIG:-scripts/world/dmd-continue.toml}
 SEED=${SEED:-1}
 PROMPTS=${PROMPTS:-64}
 DEVICES=${DEVICES:-cpu:0,1}
@@ -46,7 +48,7 @@ stage latents "$LATENTS/.complete-256" latents
 
 dmd() {
     $NICE "$BIN" train dmd --model-dir "$BASE" --out "$RUNS/dmd" --seed "$SEED" --dit "$RUNS/start" \
-        --teacher "$MODEL/teacher" --data "$LATENTS" --config scripts/world/dmd-continue.toml \
+        --teacher "$MODEL/teacher" --data "$LATENTS" --config "$CONFIG" \
         --steps "$STEPS" --devices "$DEVICES" $(resume_flag "$RUNS/dmd")
 }
 stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
