@@ -66,11 +66,7 @@ stage teacher "$MODEL/teacher/diffusion_pytorch_model.safetensors" teacher
 
 # 5. Eval: 50-step CFG samples of held-out prompts (scripts/world/eval.sh), 5 s each.
 evaluate() {
-    BIN="$BIN" NICE="$NICE" bash scripts/world/eval.sh "$RUNS/eval" "$EVAL_PROMPTS" 5 \
-        --dit "$MODEL/teacher" --dit-config "$MODEL/teacher/config.json" \
-        --vae "$MODEL/vae/diffusion_pytorch_model.safetensors" --vae-config "$MODEL/vae/config.json" \
-        --text-encoder "$MODEL/text_encoder" --text-encoder-config "$MODEL/text_encoder/config.json" \
-        --tokenizer "$MODEL/tokenizer/tokenizer.json" --schedule bidirectional --steps "$EVAL_STEPS" --guidance "$GUIDANCE"
+    teacher_eval "$RUNS/eval" "$EVAL_PROMPTS" "$MODEL/teacher" "$MODEL" --steps "$EVAL_STEPS" --guidance "$GUIDANCE"
     cat "$RUNS/eval/eval.json"
 }
 stage eval "$RUNS/eval/eval.json" evaluate

@@ -1,4 +1,4 @@
-# Sourced by scripts/train-world.sh, scripts/train-default.sh and scripts/world/continue-dmd.sh.
+# Sourced by scripts/train-world.sh, scripts/train-default.sh and scripts/world/continue-*.sh.
 # stage NAME DONE-FILE COMMAND...: runs COMMAND unless DONE-FILE exists, printing its wall time.
 stage() {
     local name=$1 done=$2; shift 2
@@ -38,4 +38,26 @@ install_student() {
     [ -e "$model/transformer" ] && mv "$model/transformer" "$model/transformer.old"
     mv "$model/transformer.tmp" "$model/transformer"
     rm -rf "$model/transformer.old"
+}
+
+# teacher_eval DIR PROMPTS TEACHER MODEL [flags...]: a teacher's 50-step guidance samples of
+# PROMPTS held-out prompts at 5 s (scripts/world/eval.sh), with MODEL's codec and text encoder.
+teacher_eval() {
+    local dir=$1 prompts=$2 teacher=$3 model=$4; shift 4
+    BIN="$BIN" NICE="$NICE" bash scripts/world/eval.sh "$dir" "$prompts" 5 \
+        --dit "$teacher" --dit-config "$teacher/config.json" \
+        --vae "$model/vae/diffusion_pytorch_model.safetensors" --vae-config "$model/vae/config.json" \
+        --text-encoder "$model/text_encoder" --text-encoder-config "$model/text_encoder/config.json" \
+        --tokenizer "$model/tokenizer/tokenizer.json" --schedule bidirectional "$@"
+}
+
+# paired_verdict BEFORE.json AFTER.json: two `eval --json` reports of the same prompts and seeds;
+# prints "BEFORE-ACCURACY AFTER-ACCURACY DIFFERENCE STANDARD-ERROR VERDICT", the mean and standard
+# error of the per-prompt differences after − before, and `better` when the mean exceeds two
+# standard errors (`not-better` otherwise).
+paired_verdict() {
+    jq -s -r '. as $in | [.[0].per_video, .[1].per_video] | transpose | map(.[1].prompt_accuracy - .[0].prompt_accuracy) as $d
+        | ($d | length) as $n | ($d | add / $n) as $m | ((($d | map((. - $m) * (. - $m)) | add) / ($n - 1) / $n) | sqrt) as $se
+        | "\($in[0].prompt_accuracy) \($in[1].prompt_accuracy) \($m) \($se) \(if $m > 2 * $se then "better" else "not-better" end)"' \
+        "$1" "$2"
 }
