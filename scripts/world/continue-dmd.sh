@@ -60,11 +60,7 @@ score() {
 }
 stage eval-start "$RUNS/eval-start/eval.json" score start "$RUNS/start"
 stage eval-export "$RUNS/eval-export/eval.json" score export "$RUNS/dmd/transformer"
-# The paired difference export − start of the per-prompt accuracies: mean and standard error.
-verdict=$(jq -s -r '. as $in | [.[0].per_video, .[1].per_video] | transpose | map(.[1].prompt_accuracy - .[0].prompt_accuracy) as $d
-    | ($d | length) as $n | ($d | add / $n) as $m | ((($d | map((. - $m) * (. - $m)) | add) / ($n - 1) / $n) | sqrt) as $se
-    | "\($in[0].prompt_accuracy) \($in[1].prompt_accuracy) \($m) \($se) \(if $m > 2 * $se then "better" else "not-better" end)"' \
-    "$RUNS/eval-start/eval.json" "$RUNS/eval-export/eval.json")
+verdict=$(paired_verdict "$RUNS/eval-start/eval.json" "$RUNS/eval-export/eval.json")
 read -r before after diff se better <<< "$verdict"
 echo "prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, continued $after (difference $diff, standard error $se)"
 if [ "$better" = better ]; then
