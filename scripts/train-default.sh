@@ -69,11 +69,11 @@ stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
 
 # 4. Install the export as the default model's student (replaced whole, never half-written),
 # over the shipped one: the stage is done when this run installed its own.
-install() {
-    install_student "$RUNS/dmd/transformer" "$MODEL"
+install_default() {
+    install_export "$RUNS/dmd/transformer" "$MODEL/transformer"
     touch "$RUNS/.installed"
 }
-stage export "$RUNS/.installed" install
+stage export "$RUNS/.installed" install_default
 
 # 5. Check: README's main command on the installed model (no model flags), scored by `eval`.
 check() {

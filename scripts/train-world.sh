@@ -58,9 +58,7 @@ teacher() {
         ${GROW_STEPS:+--steps "$GROW_STEPS"}
     teacher_run "$RUNS/teacher-more" scripts/world/teacher-more.toml 1 --init "$RUNS/teacher-grown/transformer" \
         ${MORE_STEPS:+--steps "$MORE_STEPS"}
-    rm -rf "$MODEL/teacher.tmp"
-    cp -r "$RUNS/teacher-more/transformer" "$MODEL/teacher.tmp"
-    mv "$MODEL/teacher.tmp" "$MODEL/teacher"
+    install_export "$RUNS/teacher-more/transformer" "$MODEL/teacher"
 }
 stage teacher "$MODEL/teacher/diffusion_pytorch_model.safetensors" teacher
 

@@ -64,7 +64,7 @@ verdict=$(paired_verdict "$RUNS/eval-start/eval.json" "$RUNS/eval-export/eval.js
 read -r before after diff se better <<< "$verdict"
 echo "prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, continued $after (difference $diff, standard error $se)"
 if [ "$better" = better ]; then
-    install_student "$RUNS/dmd/transformer" "$MODEL"
+    install_export "$RUNS/dmd/transformer" "$MODEL/transformer"
     echo "installed as $MODEL/transformer/"
 else
     echo "kept the installed student: the continuation is not better by two standard errors"

@@ -51,9 +51,7 @@ stage eval-export "$RUNS/eval-export/eval.json" \
 read -r before after diff se better <<< "$(paired_verdict "$RUNS/eval-start/eval.json" "$RUNS/eval-export/eval.json")"
 echo "teacher prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, continued $after (difference $diff, standard error $se)"
 if [ "$better" = better ]; then
-    rm -rf "$MODEL/teacher.tmp"
-    cp -r "$RUNS/teacher/transformer" "$MODEL/teacher.tmp"
-    mv "$MODEL/teacher" "$MODEL/teacher.old" && mv "$MODEL/teacher.tmp" "$MODEL/teacher" && rm -rf "$MODEL/teacher.old"
+    install_export "$RUNS/teacher/transformer" "$MODEL/teacher"
     echo "installed as $MODEL/teacher/: re-make the student from it (scripts/train-default.sh)"
 else
     echo "kept the installed teacher: the continuation is not better by two standard errors"

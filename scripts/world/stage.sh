@@ -29,15 +29,15 @@ student_base() {
     ln -sfn "$(realpath "$model/vae-w8")" "$base/vae"
 }
 
-# install_student EXPORT MODEL: EXPORT (a `train dmd` run's transformer/) becomes
-# MODEL/transformer/, replaced whole, never half-written.
-install_student() {
-    local export=$1 model=$2
-    rm -rf "$model/transformer.tmp" "$model/transformer.old"
-    cp -r "$export" "$model/transformer.tmp"
-    [ -e "$model/transformer" ] && mv "$model/transformer" "$model/transformer.old"
-    mv "$model/transformer.tmp" "$model/transformer"
-    rm -rf "$model/transformer.old"
+# install_export EXPORT DEST: the folder EXPORT (a run's transformer/) becomes DEST (MODEL/transformer
+# or MODEL/teacher), replaced whole, never half-written.
+install_export() {
+    local export=$1 dest=$2
+    rm -rf "$dest.tmp" "$dest.old"
+    cp -r "$export" "$dest.tmp"
+    [ -e "$dest" ] && mv "$dest" "$dest.old"
+    mv "$dest.tmp" "$dest"
+    rm -rf "$dest.old"
 }
 
 # teacher_eval DIR PROMPTS TEACHER MODEL [flags...]: a teacher's 50-step guidance samples of
