@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Trains the default model of `flashforward generate` (issue 11): the small world's FlashForward
 # student, from its teacher, on the CPU, stage by stage:
-#   20 s latent shards -> Phase 1 SFT from the teacher -> Phase 2 DMD -> export -> check.
+#   20 s latent shards -> Phase 1 SFT from the teacher -> Phase 2 DMD -> export -> Phase 2
+#   continued with a faster critic -> check.
 # Needs MODEL/{vae,text_encoder,tokenizer}/ and the teacher MODEL/teacher/ (scripts/train-world.sh
 # makes them). Resumable: a stage whose final output exists is skipped; an interrupted training
 # resumes from its last checkpoint (train --resume), an interrupted latent stage from its last
@@ -75,7 +76,17 @@ install_default() {
 }
 stage export "$RUNS/.installed" install_default
 
-# 5. Check: README's main command on the installed model (no model flags), scored by `eval`.
+# 5. Phase 2 continued from that export with the faster critic (scripts/world/continue-dmd.sh,
+# scripts/world/dmd-continue-critic.toml, 100 generator steps, seed 4), installed when it beats
+# the export on 128 paired held-out prompts by two standard errors: the shipped student's last step
+# (docs/RESULTS.md, "Phase 2 continued with a critic that follows the student").
+more_dmd() {
+    MODEL="$MODEL" RUNS="$RUNS/continue" LATENTS="$LATENTS" CLIPS="$CLIPS" BIN="$BIN" NICE="$NICE" \
+        CONFIG=scripts/world/dmd-continue-critic.toml STEPS=100 SEED=4 scripts/world/continue-dmd.sh
+}
+stage more-dmd "$RUNS/continue/verdict.txt" more_dmd
+
+# 6. Check: README's main command on the installed model (no model flags), scored by `eval`.
 check() {
     FF_MODEL_DIR="$MODEL" $NICE "$BIN" generate --prompt "$PROMPT" --seconds 5 --out "$RUNS/check.mp4"
     "$BIN" eval "$RUNS/check.mp4" --prompt "$PROMPT" --json | tee "$RUNS/check.json"

@@ -4,17 +4,20 @@
 # MODEL/transformer/, the shipped weights, and installs its own export only when it scores better.
 #   STEPS=300 scripts/world/continue-dmd.sh
 #   1. 20 s latents (as scripts/train-default.sh: 256 clips, dataset seed 2; reused when present);
-#   2. `train dmd --dit MODEL/transformer --config CONFIG` (default scripts/world/dmd-continue.toml;
-#      scripts/world/dmd-continue-b8.toml has 8 clips per update): the export's
+#   2. `train dmd --dit MODEL/transformer --config CONFIG` (default
+#      scripts/world/dmd-continue-critic.toml, the continuation the shipped student had; the others:
+#      dmd-continue.toml, dmd-continue-b8.toml with 8 clips per update): the export's
 #      roles split back into backbone + adapters (`checkpoint::unmerge_roles`), a fresh critic
 #      warmed up first, STEPS generator steps (resumable: rerun the same command; to stop early,
 #      Ctrl-C saves a checkpoint, and rerunning with STEPS at its step exports it);
 #   3. the export and the installed student on the same PROMPTS held-out prompts at 5 s
-#      (scripts/world/eval.sh, the shipped codec; default 64: the gate's 32 and 32 more);
+#      (scripts/world/eval.sh, the shipped codec; default 128: the gate's 32 and 96 more);
 #   4. the export replaces MODEL/transformer/ only when its prompt accuracy is higher by more
-#      than two standard errors of the paired per-prompt difference (about 0.04 at 64 prompts:
+#      than two standard errors of the paired per-prompt difference (about 0.02 at 128 prompts:
 #      a 32-prompt score moves by 0.05-0.1 between checkpoints that are no better or worse,
-#      docs/RESULTS.md, "Phase 2 continued from the export").
+#      docs/RESULTS.md, "Phase 2 continued from the export"), and writes RUNS/verdict.txt.
+# LATENTS, CLIPS: the 20 s latent shards and their clip count (default RUNS/latents-20s, 256;
+# scripts/train-default.sh passes its own).
 # SEED: the run's seed (use a new one per continuation: another data order and noise);
 # DEVICES (default cpu:0,1), RUNS (default /work/world-runs/continue), BIN, MODEL as in
 # scripts/train-default.sh.
@@ -23,10 +26,12 @@ cd "$(dirname "$0")/../.."
 BIN=${BIN:-target/release/flashforward}
 MODEL=${MODEL:-models/world}
 RUNS=${RUNS:-/work/world-runs/continue}
+LATENTS=${LATENTS:-$RUNS/latents-20s}
+CLIPS=${CLIPS:-256}
 STEPS=${STEPS:-300}
-CONFIG=${CONFIG:-scripts/world/dmd-continue.toml}
+CONFIG=${CONFIG:-scripts/world/dmd-continue-critic.toml}
 SEED=${SEED:-1}
-PROMPTS=${PROMPTS:-64}
+PROMPTS=${PROMPTS:-128}
 DEVICES=${DEVICES:-cpu:0,1}
 NICE=${NICE:-nice -n 5}
 [ -x "$BIN" ] || cargo build --release -p ff-cli
@@ -39,12 +44,11 @@ BASE="$RUNS/base"
 student_base "$MODEL" "$BASE"
 [ -e "$RUNS/start/flashforward.json" ] || { rm -rf "$RUNS/start"; cp -r "$MODEL/transformer" "$RUNS/start"; }
 
-LATENTS="$RUNS/latents-20s"
 latents() {
-    $NICE "$BIN" world-latents --model-dir "$MODEL" --out "$LATENTS" --clips 256 --seconds 20 --seed 2
-    touch "$LATENTS/.complete-256"
+    $NICE "$BIN" world-latents --model-dir "$MODEL" --out "$LATENTS" --clips "$CLIPS" --seconds 20 --seed 2
+    touch "$LATENTS/.complete-$CLIPS"
 }
-stage latents "$LATENTS/.complete-256" latents
+stage latents "$LATENTS/.complete-$CLIPS" latents
 
 dmd() {
     $NICE "$BIN" train dmd --model-dir "$BASE" --out "$RUNS/dmd" --seed "$SEED" --dit "$RUNS/start" \
@@ -53,14 +57,16 @@ dmd() {
 }
 stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
 
-# Scores of the start and of the export, with the shipped codec and text encoder.
+# Scores of the start and of the export, with the shipped codec and text encoder, kept per
+# prompt count (eval.sh reuses the videos of a smaller count in the same folder).
 score() {
     local name=$1 dit=$2
     scripts/world/eval.sh "$RUNS/eval-$name" "$PROMPTS" 5 --dit "$dit"
+    cp "$RUNS/eval-$name/eval.json" "$RUNS/eval-$name/eval-$PROMPTS.json"
 }
-stage eval-start "$RUNS/eval-start/eval.json" score start "$RUNS/start"
-stage eval-export "$RUNS/eval-export/eval.json" score export "$RUNS/dmd/transformer"
-verdict=$(paired_verdict "$RUNS/eval-start/eval.json" "$RUNS/eval-export/eval.json")
+stage eval-start "$RUNS/eval-start/eval-$PROMPTS.json" score start "$RUNS/start"
+stage eval-export "$RUNS/eval-export/eval-$PROMPTS.json" score export "$RUNS/dmd/transformer"
+verdict=$(paired_verdict "$RUNS/eval-start/eval-$PROMPTS.json" "$RUNS/eval-export/eval-$PROMPTS.json")
 read -r before after diff se better <<< "$verdict"
 echo "prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, continued $after (difference $diff, standard error $se)"
 if [ "$better" = better ]; then
@@ -69,3 +75,4 @@ if [ "$better" = better ]; then
 else
     echo "kept the installed student: the continuation is not better by two standard errors"
 fi
+echo "$PROMPTS $verdict" > "$RUNS/verdict.txt"
