@@ -70,6 +70,13 @@ pub struct DmdConfig {
     pub min_score_timestep: f64,
     #[config(default = 980.0)]
     pub max_score_timestep: f64,
+    /// Probability that a step's scored sample is the splice: the planner's anchors at their
+    /// positions in place of the renderer's output there, for the generator's scores and the
+    /// critic's samples alike. The scores then also judge the anchors, and the planner gets a
+    /// direct DMD gradient besides the renderer's read. 0 (the paper): only the renderer's
+    /// output is scored.
+    #[config(default = 0.0)]
+    pub anchor_score: f64,
     /// Critic updates per generator update (1:5).
     #[config(default = 5)]
     pub critic_updates: usize,
@@ -144,6 +151,9 @@ impl DmdConfig {
                 "score timesteps [{}, {}] must satisfy 0 < min ≤ max < 1000",
                 self.min_score_timestep, self.max_score_timestep
             ));
+        }
+        if !(0.0..=1.0).contains(&self.anchor_score) {
+            return bad(format!("anchor_score {} must be a probability in [0, 1]", self.anchor_score));
         }
         if self.critic_updates == 0 || self.critic_lora_rank == 0 {
             return bad("critic_updates and critic_lora_rank must be positive".into());

@@ -4,11 +4,12 @@
 //! the critic) and the step's exit stage `k*`.
 //!
 //! Per clip, randomness is drawn from the clip's stream in this order: the rollout's noise seed,
-//! the score timestep, the tiles' ε.
+//! whether the scored sample is the splice (only when `anchor_score > 0`), the score timestep,
+//! the tiles' ε.
 
 use super::config::DmdConfig;
 use super::loss::{dmd_loss, flow_loss};
-use super::rollout::{AnchorRead, Student, rollout};
+use super::rollout::{AnchorRead, Rollout, Student, rollout};
 use super::scores::{Score, dmd_gradient, score_role, score_timestep, tiles, windows};
 use crate::data::LatentClip;
 use crate::flow::padded_prompt;
@@ -53,6 +54,15 @@ impl<B: AttentionBackend> DmdShared<B> {
         }
     }
 
+    /// The sample the scores see: the rollout's x̂₀, or with probability `anchor_score` its
+    /// splice with the anchors ([`Rollout::spliced`]).
+    fn scored<A: AttentionBackend>(&self, out: Rollout<A>, rng: &mut TrainRng) -> Tensor<A, 5> {
+        match self.config.anchor_score > 0.0 && rng.uniform() < self.config.anchor_score {
+            true => out.spliced(&self.contract.anchors),
+            false => out.x0,
+        }
+    }
+
     fn read(&self) -> AnchorRead {
         if self.config.connect_anchor_read { AnchorRead::Connected } else { AnchorRead::Detached }
     }
@@ -76,14 +86,15 @@ where
         let prompt = padded_prompt(model, &clip.prompt, &clip.caption)?.unsqueeze::<3>();
         let frozen = model.clone().no_grad();
         let out = rollout(&Student { live: model, frozen: &frozen }, prompt.clone(), &s.contract, &noise, self.exit, s.read())?;
+        let sample = s.scored(out, rng);
         let t = score_timestep(&s.config, rng);
         let empty = padded_prompt(&s.teacher, &s.empty_prompt, "empty prompt")?.unsqueeze::<3>();
         let real = Score::new(&s.teacher, prompt.clone().inner(), empty.clone(), s.config.real_guidance);
         let fake = Score::new(self.critic, prompt.inner(), empty, s.config.fake_guidance);
-        let x0 = out.x0.clone().inner().to_device(&s.vae_device.clone());
+        let x0 = sample.clone().inner().to_device(&s.vae_device.clone());
         let grad = dmd_gradient(&real, &fake, &s.vae, x0, s.config.score_window, t, rng)?;
         let grad = Tensor::from_inner(grad.to_device(&model.device()));
-        Ok(Loss { total: dmd_loss(out.x0, grad), parts: Vec::new() })
+        Ok(Loss { total: dmd_loss(sample, grad), parts: Vec::new() })
     }
 }
 
@@ -104,7 +115,8 @@ where
         let student = Student { live: self.student, frozen: self.student };
         let noise = s.noise(clip, self.student.config().in_channels, rng)?;
         let prompt = padded_prompt(self.student, &clip.prompt, &clip.caption)?.unsqueeze::<3>();
-        let sample = rollout(&student, prompt, &s.contract, &noise, self.exit, AnchorRead::Connected)?.x0;
+        let out = rollout(&student, prompt, &s.contract, &noise, self.exit, AnchorRead::Connected)?;
+        let sample = s.scored(out, rng);
         let t = score_timestep(&s.config, rng);
         let sigma = t / 1000.0;
         let text = model.text_context(padded_prompt(model, &clip.prompt, &clip.caption)?.unsqueeze());

@@ -44,6 +44,27 @@ pub struct Rollout<B: AttentionBackend> {
     pub anchors: Tensor<B, 5>,
 }
 
+impl<B: AttentionBackend> Rollout<B> {
+    /// x̂₀ with the anchors in place of the renderer's output at their positions `anchors` (the
+    /// contract's `P`, ascending), `[1, C, L, h, w]`: the splice, with both roles' gradients.
+    pub fn spliced(&self, anchors: &[usize]) -> Tensor<B, 5> {
+        let latents = self.x0.dims()[2];
+        let mut parts = Vec::with_capacity(2 * anchors.len() + 1);
+        let mut start = 0;
+        for (a, &p) in anchors.iter().enumerate() {
+            if p > start {
+                parts.push(self.x0.clone().narrow(2, start, p - start));
+            }
+            parts.push(self.anchors.clone().narrow(2, a, 1));
+            start = p + 1;
+        }
+        if latents > start {
+            parts.push(self.x0.clone().narrow(2, start, latents - start));
+        }
+        Tensor::cat(parts, 2)
+    }
+}
+
 /// One rollout option besides the exit: whether the renderer's exit-stage read of `A` is connected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AnchorRead {

@@ -13,17 +13,23 @@ use ff_sched::exec::NoiseSpec;
 
 const NOISE: NoiseSpec = NoiseSpec { seed: 5, channels: 16, height: 2, width: 2 };
 
-/// Gradients of a fixed random projection of the rollout's x̂₀.
-fn grads(model: &WanDit<B>, frozen: &WanDit<B>, exit: usize, read: AnchorRead) -> ParamMap<burn::backend::NdArray> {
+/// Gradients of a fixed random projection of the rollout's x̂₀ (of its splice with the anchors
+/// when `splice`).
+fn projected(model: &WanDit<B>, frozen: &WanDit<B>, exit: usize, read: AnchorRead, splice: bool) -> ParamMap<burn::backend::NdArray> {
     let config = tiny_config();
     let contract = config.contract().unwrap();
     let device = Default::default();
     let mut rng = TrainRng::new(3);
     let prompt = Tensor::<B, 3>::from_data(rng.normal_data(vec![1, 8, 24]), &device);
     let out = rollout(&Student { live: model, frozen }, prompt, &contract, &NOISE, exit, read).unwrap();
-    let weights = Tensor::<B, 5>::from_data(rng.normal_data(out.x0.dims().to_vec()), &device);
-    let g = (out.x0 * weights).sum().backward();
+    let x = if splice { out.spliced(&contract.anchors) } else { out.x0 };
+    let weights = Tensor::<B, 5>::from_data(rng.normal_data(x.dims().to_vec()), &device);
+    let g = (x * weights).sum().backward();
     gradients(model, &g)
+}
+
+fn grads(model: &WanDit<B>, frozen: &WanDit<B>, exit: usize, read: AnchorRead) -> ParamMap<burn::backend::NdArray> {
+    projected(model, frozen, exit, read, false)
 }
 
 /// Largest |gradient| over the parameters whose path contains `part` (0 when none got one).
@@ -70,4 +76,35 @@ fn stages_before_the_exit_contribute_no_gradient() {
     let k = ".self_attn.q.adapters.1.b";
     let key = want.keys().find(|p| p.ends_with(k)).unwrap();
     assert_ne!(want[key].clone().into_data().to_vec::<f32>().unwrap(), at_zero[key].clone().into_data().to_vec::<f32>().unwrap());
+}
+
+#[test]
+fn a_scored_splice_trains_the_planner_without_the_anchor_read() {
+    let model = tiny_model();
+    let frozen = model.clone().no_grad();
+    let dim = model.config().dim;
+    let spliced = projected(&model, &frozen, 1, AnchorRead::Detached, true);
+    assert!(largest(&spliced, ".adapters.0.") > 0.0, "the splice gives the planner adapters no gradient");
+    assert!(role_row(&spliced, 0, dim) > 0.0, "the splice gives the planner role vector no gradient");
+    assert!(largest(&spliced, ".adapters.1.") > 0.0, "the renderer still learns from the other positions");
+}
+
+#[test]
+fn the_splice_holds_the_anchors_at_their_positions_and_the_render_elsewhere() {
+    let model = tiny_model();
+    let contract = tiny_config().contract().unwrap();
+    let prompt = Tensor::<B, 3>::from_data(TrainRng::new(3).normal_data(vec![1, 8, 24]), &Default::default());
+    let out = rollout(&Student { live: &model, frozen: &model }, prompt, &contract, &NOISE, 1, AnchorRead::Connected).unwrap();
+    let spliced = out.spliced(&contract.anchors);
+    assert_eq!(spliced.dims(), out.x0.dims());
+    let frame = |x: &Tensor<B, 5>, f: usize| x.clone().narrow(2, f, 1).into_data().to_vec::<f32>().unwrap();
+    assert!(contract.anchors.len() >= 2 && *contract.anchors.last().unwrap() == spliced.dims()[2] - 1);
+    for f in 0..spliced.dims()[2] {
+        let want = match contract.anchors.iter().position(|&p| p == f) {
+            Some(a) => frame(&out.anchors, a),
+            None => frame(&out.x0, f),
+        };
+        assert_eq!(frame(&spliced, f), want, "latent {f}");
+        assert_ne!(frame(&out.anchors, 0), frame(&out.x0, 0), "anchors and render must differ for the test to mean anything");
+    }
 }

@@ -110,3 +110,21 @@ fn resume_is_bit_exact() {
         assert_eq!(changed(&a, &b), Vec::<String>::new(), "{name} differs after resume");
     }
 }
+
+/// With the anchor read detached the planner learns only when the scores see its anchors.
+#[test]
+fn a_scored_splice_moves_the_planner_through_the_generator_update() {
+    let data = clips(2);
+    let m = models();
+    for (anchor_score, learns) in [(0.0, false), (1.0, true)] {
+        let config = tiny_config().with_connect_anchor_read(false).with_anchor_score(anchor_score);
+        let mut t = trainer_with(&m, config);
+        let before = weights(&t.generator.model().valid());
+        t.generator_step(&data, 1).unwrap();
+        let moved = changed(&before, &weights(&t.generator.model().valid()));
+        assert_eq!(moved.iter().any(|p| p.contains(".adapters.0.")), learns, "anchor_score {anchor_score}: moved {moved:?}");
+        assert!(moved.iter().any(|p| p.contains(".adapters.1.")), "anchor_score {anchor_score}: the renderer learns");
+    }
+    let err = DmdShared::new(tiny_config().with_anchor_score(1.5), m.teacher.clone(), tiny_vae(), empty_prompt()).err().unwrap();
+    assert!(err.to_string().contains("anchor_score 1.5"), "{err}");
+}
