@@ -11,7 +11,8 @@
 #      teacher run's recipe again (fresh optimizer, warm-up, cosine decay) with another seed;
 #      resumable: rerun the same command;
 #   3. the export and the installed teacher on the same PROMPTS held-out prompts at 5 s (50 Euler
-#      steps, guidance 5, the shipped codec; about 14 min each on 2 cores);
+#      steps, guidance 5, the shipped codec; about 14 min each per 64 prompts on 2 cores), kept
+#      per count: rerun with a larger PROMPTS to decide again on more prompts;
 #   4. the export replaces MODEL/teacher/ only when its prompt accuracy is higher by more than
 #      two standard errors of the paired per-prompt difference. The installed student was
 #      distilled from the old teacher: re-make it with scripts/train-default.sh afterwards.
@@ -45,10 +46,16 @@ train() {
 }
 stage teacher "$RUNS/teacher/transformer/diffusion_pytorch_model.safetensors" train
 
-stage eval-start "$RUNS/eval-start/eval.json" teacher_eval "$RUNS/eval-start" "$PROMPTS" "$RUNS/start" "$MODEL" --steps 50 --guidance 5
-stage eval-export "$RUNS/eval-export/eval.json" \
-    teacher_eval "$RUNS/eval-export" "$PROMPTS" "$RUNS/teacher/transformer" "$MODEL" --steps 50 --guidance 5
-read -r before after diff se better <<< "$(paired_verdict "$RUNS/eval-start/eval.json" "$RUNS/eval-export/eval.json")"
+# Scores kept per prompt count (eval.sh reuses the videos of a smaller count in the same folder),
+# so that a rerun with a larger PROMPTS decides again on more prompts.
+score() {
+    local name=$1 teacher=$2
+    teacher_eval "$RUNS/eval-$name" "$PROMPTS" "$teacher" "$MODEL" --steps 50 --guidance 5
+    cp "$RUNS/eval-$name/eval.json" "$RUNS/eval-$name/eval-$PROMPTS.json"
+}
+stage eval-start "$RUNS/eval-start/eval-$PROMPTS.json" score start "$RUNS/start"
+stage eval-export "$RUNS/eval-export/eval-$PROMPTS.json" score export "$RUNS/teacher/transformer"
+read -r before after diff se better <<< "$(paired_verdict "$RUNS/eval-start/eval-$PROMPTS.json" "$RUNS/eval-export/eval-$PROMPTS.json")"
 echo "teacher prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, continued $after (difference $diff, standard error $se)"
 if [ "$better" = better ]; then
     install_export "$RUNS/teacher/transformer" "$MODEL/teacher"
