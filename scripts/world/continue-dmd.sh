@@ -5,8 +5,9 @@
 #   STEPS=300 scripts/world/continue-dmd.sh
 #   1. 20 s latents (as scripts/train-default.sh: 256 clips, dataset seed 2; reused when present);
 #   2. `train dmd --dit MODEL/transformer --config CONFIG` (default
-#      scripts/world/dmd-continue-critic.toml, the continuation the shipped student had; the others:
-#      dmd-continue.toml, dmd-continue-b8.toml with 8 clips per update): the export's
+#      scripts/world/dmd-continue-r128.toml: dmd-continue-critic.toml, the continuation the
+#      shipped student had, with room for its roles; the others: dmd-continue.toml,
+#      dmd-continue-b8.toml with 8 clips per update, dmd-continue-splice.toml): the export's
 #      roles split back into backbone + adapters (`checkpoint::unmerge_roles`), a fresh critic
 #      warmed up first, STEPS generator steps (resumable: rerun the same command; to stop early,
 #      Ctrl-C saves a checkpoint, and rerunning with STEPS at its step exports it);
@@ -29,7 +30,7 @@ RUNS=${RUNS:-/work/world-runs/continue}
 LATENTS=${LATENTS:-$RUNS/latents-20s}
 CLIPS=${CLIPS:-256}
 STEPS=${STEPS:-300}
-CONFIG=${CONFIG:-scripts/world/dmd-continue-critic.toml}
+CONFIG=${CONFIG:-scripts/world/dmd-continue-r128.toml}
 SEED=${SEED:-1}
 PROMPTS=${PROMPTS:-128}
 DEVICES=${DEVICES:-cpu:0,1}
