@@ -9,7 +9,7 @@
 #
 #   scripts/train-world.sh                      # everything
 #   CLIPS=512 TEACHER_STEPS=2000 GROW_STEPS=1000 MORE_STEPS=1000 scripts/train-world.sh   # smaller
-# (TEACHER_STEPS / GROW_STEPS / MORE_STEPS override the three teacher runs' step counts.)
+# (TEACHER_STEPS / GROW_STEPS / MORE_STEPS / MORE2_STEPS override the four teacher runs' step counts.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/flashforward}
@@ -39,10 +39,11 @@ latents() {
 }
 stage latents "$RUNS/latents/.complete-$CLIPS" latents
 
-# 4. Teacher, in three runs (each skipped once it has exported, else resumed from its newest
+# 4. Teacher, in four runs (each skipped once it has exported, else resumed from its newest
 #    checkpoint): 4 blocks from random weights (scripts/world/teacher.toml); its export grown to
 #    8 blocks and trained on (scripts/world/teacher-grow.toml); that export trained on again at 8
-#    blocks with another seed (scripts/world/teacher-more.toml), whose export is installed as
+#    blocks with another seed (scripts/world/teacher-more.toml), and once more, 5,000 steps with
+#    seed 2 (as scripts/world/continue-teacher.sh ran it), whose export is installed as
 #    MODEL/teacher.
 teacher_run() {
     local run=$1 config=$2 seed=$3; shift 3
@@ -58,7 +59,9 @@ teacher() {
         ${GROW_STEPS:+--steps "$GROW_STEPS"}
     teacher_run "$RUNS/teacher-more" scripts/world/teacher-more.toml 1 --init "$RUNS/teacher-grown/transformer" \
         ${MORE_STEPS:+--steps "$MORE_STEPS"}
-    install_export "$RUNS/teacher-more/transformer" "$MODEL/teacher"
+    teacher_run "$RUNS/teacher-more2" scripts/world/teacher-more.toml 2 --init "$RUNS/teacher-more/transformer" \
+        --steps "${MORE2_STEPS:-5000}"
+    install_export "$RUNS/teacher-more2/transformer" "$MODEL/teacher"
 }
 stage teacher "$MODEL/teacher/diffusion_pytorch_model.safetensors" teacher
 
