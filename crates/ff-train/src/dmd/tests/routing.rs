@@ -99,12 +99,12 @@ fn the_splice_holds_the_anchors_at_their_positions_and_the_render_elsewhere() {
     assert_eq!(spliced.dims(), out.x0.dims());
     let frame = |x: &Tensor<B, 5>, f: usize| x.clone().narrow(2, f, 1).into_data().to_vec::<f32>().unwrap();
     assert!(contract.anchors.len() >= 2 && *contract.anchors.last().unwrap() == spliced.dims()[2] - 1);
+    assert_ne!(frame(&out.anchors, 0), frame(&out.x0, 0), "anchors and render must differ for the test to mean anything");
     for f in 0..spliced.dims()[2] {
         let want = match contract.anchors.iter().position(|&p| p == f) {
             Some(a) => frame(&out.anchors, a),
             None => frame(&out.x0, f),
         };
         assert_eq!(frame(&spliced, f), want, "latent {f}");
-        assert_ne!(frame(&out.anchors, 0), frame(&out.x0, 0), "anchors and render must differ for the test to mean anything");
     }
 }
