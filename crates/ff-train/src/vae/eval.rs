@@ -1,14 +1,17 @@
 //! Reconstruction quality of a codec on one clip: PSNR of the full decode and of the streaming
 //! decode (latents fed `chunk` frames at a time), both on frames quantised to 8 bits as a video
 //! file holds them, the largest 8-bit difference between the two decodes, and whether the
-//! decode keeps the clip's objects (the small world's detector on both, frame by frame).
+//! decode keeps the clip's objects (the small world's detector on both, frame by frame), and the
+//! codec's own seam: how much larger the frame-to-frame jump is where two latents meet than over
+//! all transitions (`ff_world::eval::seams`' `latent_boundary / interior`, no anchors or chunks).
 
 use super::data::VideoClip;
 use burn::tensor::{Tensor, backend::Backend};
 use ff_model::AttentionBackend;
 use ff_model::vae::WanVae;
+use ff_world::Clip;
 use ff_world::detect::{Detection, detect};
-use ff_world::eval::clip_identity;
+use ff_world::eval::{SeamLayout, clip_identity, seams};
 
 /// How far (pixels) a decoded object's centre may lie from the original's and still be the same.
 pub const OBJECT_SHIFT_PX: f64 = 2.0;
@@ -31,6 +34,12 @@ pub struct Reconstruction {
     /// frequent set of detected colours and shapes, [`clip_identity`]): the shape and colour
     /// accuracy a generator in this codec's latent space can reach at best.
     pub identity_kept: bool,
+    /// Mean jump between frames of two latents over the mean jump of all transitions, of the
+    /// full decode (over the clips of the stack): the seam any schedule's latent boundaries show
+    /// through this codec (1 for a codec whose latents decode seamlessly).
+    pub boundary_ratio: f64,
+    /// The same ratio of the original clips (≈ 1: the small world's objects move steadily).
+    pub source_boundary_ratio: f64,
 }
 
 /// Encodes `clip` (its latent mean) and decodes it whole and `chunk` latents at a time.
@@ -52,12 +61,18 @@ pub fn reconstruct<B: AttentionBackend>(vae: &WanVae<B>, clip: &VideoClip, chunk
     let kept = (0..n * t)
         .filter(|&f| same_objects(&detect(&frame(&full, f, t, h * w), w, h), &detect(&frame(&target, f, t, h * w), w, h)))
         .count();
-    let identity_kept = (0..n).all(|c| {
-        let frames = |data: &[u8]| (c * t..(c + 1) * t).map(|f| frame(data, f, t, h * w)).collect::<Vec<_>>();
-        clip_identity(&frames(&full), w, h) == clip_identity(&frames(&target), w, h)
-    });
+    let frames = |data: &[u8], c: usize| (c * t..(c + 1) * t).map(|f| frame(data, f, t, h * w)).collect::<Vec<_>>();
+    let identity_kept = (0..n).all(|c| clip_identity(&frames(&full, c), w, h) == clip_identity(&frames(&target, c), w, h));
+    let boundary_ratio = |data: &[u8]| {
+        let layout = SeamLayout { anchor_stride: 0, chunk: latents, temporal: 4 };
+        let clips = (0..n).map(|c| seams::measure(&Clip { width: w, height: h, frames: frames(data, c) }, &layout));
+        let (boundary, interior) = clips.fold((0.0, 0.0), |(b, i), s| (b + s.latent_boundary, i + s.interior));
+        boundary / interior
+    };
     Ok(Reconstruction {
         identity_kept,
+        boundary_ratio: boundary_ratio(&full),
+        source_boundary_ratio: boundary_ratio(&target),
         psnr: psnr(&full, &target),
         stream_psnr: psnr(&streamed, &target),
         stream_max_diff,

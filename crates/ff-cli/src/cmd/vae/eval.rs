@@ -6,8 +6,9 @@
 //! (`C` latents at a time), on 8-bit frames, and the fraction of frames whose decode keeps the
 //! clip's objects (`ff_train::vae::Reconstruction::objects_kept`) and of clips whose decode keeps
 //! the identity that `flashforward eval` reads (`identity_kept`: the colour and shape accuracy a
-//! generator in this latent space can reach at best). Prints a table, or one JSON object with
-//! `--json`.
+//! generator in this latent space can reach at best), and the codec's seam: the frame-to-frame jump
+//! where two latents meet over the mean jump (`boundary_ratio`; the original clip's beside it).
+//! Prints a table, or one JSON object with `--json`.
 
 use crate::backend::{CpuBackend, cpu_device};
 use anyhow::{Context, Result};
@@ -60,47 +61,51 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut rows = Vec::new();
     if !args.json {
         println!(
-            "{:>20} {:>8} {:>10} {:>12} {:>16} {:>13} {:>9}",
-            "seed", "latents", "PSNR dB", "stream dB", "stream−full max", "objects kept", "identity"
+            "{:>20} {:>8} {:>10} {:>12} {:>16} {:>13} {:>9} {:>15}",
+            "seed", "latents", "PSNR dB", "stream dB", "stream−full max", "objects kept", "identity", "boundary ratio"
         );
     }
     for i in 0..data.len() {
         let r = reconstruct(&vae, &data.get(i)?, args.chunk)?;
         if !args.json {
             println!(
-                "{:>20} {:>8} {:>10.2} {:>12.2} {:>16} {:>13.3} {:>9}",
+                "{:>20} {:>8} {:>10.2} {:>12.2} {:>16} {:>13.3} {:>9} {:>8.2} ({:.2})",
                 data.seed(i),
                 r.latents,
                 r.psnr,
                 r.stream_psnr,
                 r.stream_max_diff,
                 r.objects_kept,
-                if r.identity_kept { "kept" } else { "lost" }
+                if r.identity_kept { "kept" } else { "lost" },
+                r.boundary_ratio,
+                r.source_boundary_ratio
             );
         }
         rows.push(serde_json::json!({
             "seed": data.seed(i), "latents": r.latents, "psnr": r.psnr, "stream_psnr": r.stream_psnr, "stream_max_diff": r.stream_max_diff,
             "objects_kept": r.objects_kept, "identity_kept": r.identity_kept,
+            "boundary_ratio": r.boundary_ratio, "source_boundary_ratio": r.source_boundary_ratio,
         }));
     }
     let mean = |key: &str| rows.iter().filter_map(|r| r[key].as_f64()).sum::<f64>() / rows.len().max(1) as f64;
-    let (psnr, stream, kept) = (mean("psnr"), mean("stream_psnr"), mean("objects_kept"));
+    let (psnr, stream, kept, ratio) = (mean("psnr"), mean("stream_psnr"), mean("objects_kept"), mean("boundary_ratio"));
     let identity = rows.iter().filter(|r| r["identity_kept"] == true).count() as f64 / rows.len().max(1) as f64;
     if args.json {
         println!(
             "{}",
             serde_json::json!({
-                "psnr": psnr, "stream_psnr": stream, "objects_kept": kept, "identity_kept": identity, "clips": rows.len(), "seconds": args.seconds, "per_clip": rows,
+                "psnr": psnr, "stream_psnr": stream, "objects_kept": kept, "identity_kept": identity, "boundary_ratio": ratio, "clips": rows.len(), "seconds": args.seconds, "per_clip": rows,
             })
         );
     } else {
         println!(
             "mean over {} clips of {} s: PSNR {psnr:.2} dB, streaming {stream:.2} dB, objects kept in {:.1} % of frames, \
-             identity kept in {:.1} % of clips",
+             identity kept in {:.1} % of clips, latent boundary / all jumps {ratio:.2} (original {:.2})",
             rows.len(),
             args.seconds,
             100.0 * kept,
-            100.0 * identity
+            100.0 * identity,
+            mean("source_boundary_ratio")
         );
     }
     Ok(ExitCode::SUCCESS)
