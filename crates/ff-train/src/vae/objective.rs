@@ -1,10 +1,12 @@
 //! [`VaeObjective`]: the codec's loss on one stack of clips `x` (`[N, 3, T, H, W]`):
 //! `(μ, log σ²) = encode(x)`, `z = μ + σ·ε` with ε from the clip's random stream,
 //! `x̂ = decode(z)` without the output clamp, and
-//! `loss = w₁·mean|x̂ − x| + w₂·mean(x̂ − x)² + β·mean KL(N(μ, σ²) ‖ N(0, 1))`.
+//! `loss = w₁·mean|x̂ − x| + w₂·mean(x̂ − x)² + β·mean KL(N(μ, σ²) ‖ N(0, 1))
+//!        + w_t·mean|Δₜx̂ − Δₜx|` (the last, off by default, penalises errors that change from
+//! one frame to the next: the jump a codec makes where one latent's frames meet the next's).
 
 use super::data::VideoClip;
-use super::loss::{kl_to_standard_normal, reconstruction};
+use super::loss::{kl_to_standard_normal, reconstruction, temporal_difference};
 use crate::objective::{Loss, Objective};
 use crate::{TrainError, TrainRng}; // not `Result`: the `Config` derive expands to code that uses std's
 use burn::config::Config;
@@ -25,6 +27,9 @@ pub struct VaeObjectiveConfig {
     /// β: weight of the KL term (a mean over latent elements).
     #[config(default = 1e-4)]
     pub kl_weight: f64,
+    /// Weight of the mean absolute error of the frame-to-frame change (0: no term).
+    #[config(default = 0.0)]
+    pub temporal_weight: f64,
 }
 
 /// The codec's reconstruction + β·KL objective.
@@ -36,10 +41,13 @@ pub struct VaeObjective {
 impl VaeObjective {
     pub fn new(config: VaeObjectiveConfig) -> crate::Result<Self> {
         let c = &config;
-        if [c.l1_weight, c.mse_weight, c.kl_weight].iter().any(|w| !w.is_finite() || *w < 0.0) || c.l1_weight + c.mse_weight == 0.0 {
+        if [c.l1_weight, c.mse_weight, c.kl_weight, c.temporal_weight].iter().any(|w| !w.is_finite() || *w < 0.0)
+            || c.l1_weight + c.mse_weight == 0.0
+        {
             return Err(TrainError::Config(format!(
-                "l1_weight {}, mse_weight {} and kl_weight {} must be finite and ≥ 0, with a positive reconstruction weight",
-                c.l1_weight, c.mse_weight, c.kl_weight
+                "l1_weight {}, mse_weight {}, kl_weight {} and temporal_weight {} must be finite and ≥ 0, with a positive \
+                 reconstruction weight",
+                c.l1_weight, c.mse_weight, c.kl_weight, c.temporal_weight
             )));
         }
         Ok(Self { config })
@@ -62,10 +70,16 @@ where
         let noise = Tensor::from_data(rng.normal_data(mean.dims().to_vec()), &device);
         let z = mean.clone() + logvar.clone().mul_scalar(0.5).exp() * noise;
         let recon = model.decode_unclamped(z)?;
+        let c = &self.config;
+        let temporal = (c.temporal_weight > 0.0).then(|| temporal_difference(recon.clone(), video.clone()));
         let (l1, mse) = reconstruction(recon, video);
         let kl = kl_to_standard_normal(mean, logvar);
-        let c = &self.config;
-        let total = l1.clone().mul_scalar(c.l1_weight) + mse.clone().mul_scalar(c.mse_weight) + kl.clone().mul_scalar(c.kl_weight);
-        Ok(Loss { total, parts: vec![("l1", l1.detach()), ("mse", mse.detach()), ("kl", kl.detach())] })
+        let mut total = l1.clone().mul_scalar(c.l1_weight) + mse.clone().mul_scalar(c.mse_weight) + kl.clone().mul_scalar(c.kl_weight);
+        let mut parts = vec![("l1", l1.detach()), ("mse", mse.detach()), ("kl", kl.detach())];
+        if let Some(temporal) = temporal {
+            total = total + temporal.clone().mul_scalar(c.temporal_weight);
+            parts.push(("temporal", temporal.detach()));
+        }
+        Ok(Loss { total, parts })
     }
 }
