@@ -49,16 +49,36 @@ pub fn with_initial_logvar<B: Backend>(mut vae: WanVae<B>, logvar: f64) -> WanVa
 /// trained on single frames of a frozen video encoder into a video decoder and leaves that
 /// encoder's trained temporal taps alone.
 pub fn inflate_time<B: Backend>(vae: WanVae<B>, part: Trainable) -> WanVae<B> {
-    vae.map(&mut Inflate { path: Vec::new(), part })
+    vae.map(&mut TimeSurgery { path: Vec::new(), part, kind: Surgery::Inflate })
+}
+
+/// `vae` with each decoder time upsampling (`Upsample3d`: `C → 2C` channels that become two
+/// frames, the earlier from the first half) made to interpolate: the earlier frame's half now
+/// outputs the mean of what it output for the current input frame and for the previous one
+/// (taps `w'[τ] = ½(w[τ] + w[τ+1])`, `w'[last] = ½·w[last]`, bias kept; the previous frame's
+/// oldest tap falls outside the kernel and is dropped). On an inflated decoder, which copies each
+/// frame into both halves and so holds every latent for four frames, the first upsampling then
+/// places a blend of two latents between them, and the second does the same at the quarters.
+/// The first chunk after a stream's first latent has no previous frame in Wan's cache (zero
+/// padding), so its earlier half starts at half amplitude; training on clips that start at frame
+/// 0 is left to adapt it.
+pub fn interpolate_time<B: Backend>(vae: WanVae<B>) -> WanVae<B> {
+    vae.map(&mut TimeSurgery { path: Vec::new(), part: Trainable::Decoder, kind: Surgery::Interpolate })
+}
+
+enum Surgery {
+    Inflate,
+    Interpolate,
 }
 
 /// The module path being mapped, to tell the resampling time convolutions from the others.
-struct Inflate {
+struct TimeSurgery {
     path: Vec<String>,
     part: Trainable,
+    kind: Surgery,
 }
 
-impl<B: Backend> ModuleMapper<B> for Inflate {
+impl<B: Backend> ModuleMapper<B> for TimeSurgery {
     fn enter_module(&mut self, name: &str, _container_type: &str) {
         self.path.push(name.to_string());
     }
@@ -74,10 +94,15 @@ impl<B: Backend> ModuleMapper<B> for Inflate {
         }
         let time_conv = self.path.iter().any(|name| name == "time_conv");
         let shape = tensor.dims();
-        let tensor = match (time_conv, D) {
-            (true, 1) => replace(tensor, |b| b.fill(0.0)),
-            (true, 5) => replace(tensor, |w| time_identity(w, shape[0], shape[1], shape[2])),
-            (false, 5) if shape[2] > 1 => replace(tensor, |w| current_tap_only(w, shape[0] * shape[1], shape[2], shape[3] * shape[4])),
+        let tensor = match (&self.kind, time_conv, D) {
+            (Surgery::Inflate, true, 1) => replace(tensor, |b| b.fill(0.0)),
+            (Surgery::Inflate, true, 5) => replace(tensor, |w| time_identity(w, shape[0], shape[1], shape[2])),
+            (Surgery::Inflate, false, 5) if shape[2] > 1 => {
+                replace(tensor, |w| current_tap_only(w, shape[0] * shape[1], shape[2], shape[3] * shape[4]))
+            }
+            (Surgery::Interpolate, true, 5) if shape[0] == 2 * shape[1] => {
+                replace(tensor, |w| average_with_previous(w, shape[1] * shape[1], shape[2], shape[3] * shape[4]))
+            }
             _ => tensor,
         };
         Param::from_mapped_value(id, tensor, mapper)
@@ -100,6 +125,21 @@ fn current_tap_only(w: &mut [f32], filters: usize, taps: usize, spatial: usize) 
     for filter in 0..filters {
         let start = filter * taps * spatial;
         w[start..start + (taps - 1) * spatial].fill(0.0);
+    }
+}
+
+/// The first `filters` filters of `[filters, taps, spatial]` made to output the mean of their
+/// output at the current step and at the previous one.
+fn average_with_previous(w: &mut [f32], filters: usize, taps: usize, spatial: usize) {
+    for filter in 0..filters {
+        let tap = |w: &[f32], t: usize| w[(filter * taps + t) * spatial..][..spatial].to_vec();
+        for t in 0..taps {
+            let next = if t + 1 < taps { tap(w, t + 1) } else { vec![0.0; spatial] };
+            let start = (filter * taps + t) * spatial;
+            for (i, v) in w[start..start + spatial].iter_mut().enumerate() {
+                *v = 0.5 * (*v + next[i]);
+            }
+        }
     }
 }
 

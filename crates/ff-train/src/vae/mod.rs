@@ -8,6 +8,7 @@
 //!   the diagonal Gaussian posterior from N(0, I).
 //! * [`with_initial_logvar`]: a narrow initial posterior, so the first steps' latents carry signal.
 //! * [`inflate_time`]: a codec trained on single frames as the starting point of video training.
+//! * [`interpolate_time`]: a decoder whose time upsampling holds frames made to blend latents.
 //! * [`VaeObjective`]: encode → reparameterised sample → decode (unclamped) → weighted loss.
 //! * [`eval`]: PSNR of the full and the streaming decode of a clip.
 
@@ -21,5 +22,5 @@ mod tests;
 
 pub use data::{VideoClip, WorldClips, WorldClipsConfig};
 pub use eval::{Reconstruction, psnr, reconstruct};
-pub use init::{inflate_time, with_initial_logvar};
+pub use init::{inflate_time, interpolate_time, with_initial_logvar};
 pub use objective::{VaeObjective, VaeObjectiveConfig};

@@ -10,7 +10,8 @@
 //! frames can be followed by one on 41-frame clips; `[vae] inflate = true` first turns the image
 //! codec into a video codec that codes each frame as the image codec does; `[vae] new_decoder`
 //! with `trainable = "decoder"` trains a new (wider) decoder on the starting codec's frozen
-//! encoder. A finished run exports its EMA weights to `RUN/vae/` (`config.json` with the latent
+//! encoder; `[vae] interpolate_time` makes the starting decoder blend latents where it held them.
+//! A finished run exports its EMA weights to `RUN/vae/` (`config.json` with the latent
 //! mean/std, measured, or the starting codec's for a decoder-only run, and
 //! `diffusion_pytorch_model.safetensors`), the layout `generate --vae` and `encode-videos` read.
 
@@ -26,7 +27,7 @@ use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_train::checkpoint::{Stored, restore_module, save_module};
 use ff_train::data::ClipSource;
 use ff_train::engine::{StepReport, TrainConfig, Trainable, Trainer};
-use ff_train::vae::{VaeObjective, VaeObjectiveConfig, WorldClips, WorldClipsConfig, inflate_time, with_initial_logvar};
+use ff_train::vae::{VaeObjective, VaeObjectiveConfig, WorldClips, WorldClipsConfig, inflate_time, interpolate_time, with_initial_logvar};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -59,6 +60,10 @@ pub struct VaeSection {
     /// random weights; with `trainable = "decoder"` the latent space a DiT was trained in stays.
     #[serde(default)]
     pub new_decoder: bool,
+    /// With `--model-dir`: make the starting decoder's time upsampling interpolate between
+    /// latents instead of holding each one (`ff_train::vae::interpolate_time`; after `inflate`).
+    #[serde(default)]
+    pub interpolate_time: bool,
 }
 
 impl Default for VaeSection {
@@ -71,6 +76,7 @@ impl Default for VaeSection {
             initial_logvar: -6.0,
             inflate: false,
             new_decoder: false,
+            interpolate_time: false,
         }
     }
 }
@@ -133,6 +139,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         None if config.objective.inflate => bail!("`[vae] inflate = true` needs a starting codec: pass --model-dir DIR"),
         None if config.objective.new_decoder => bail!("`[vae] new_decoder = true` needs a starting codec: pass --model-dir DIR"),
+        None if config.objective.interpolate_time => {
+            bail!("`[vae] interpolate_time = true` needs a starting codec: pass --model-dir DIR")
+        }
         None => {}
     }
     if config.train.trainable == Trainable::Decoder && config.paths.model_dir.is_none() {
@@ -171,7 +180,10 @@ impl BackendTask for TrainVae {
                 if section.new_decoder {
                     vae = vae.with_new_decoder(section.model.decoder_width(), &devices[0]);
                 }
-                if section.inflate { inflate_time(vae, config.train.trainable) } else { vae }
+                if section.inflate {
+                    vae = inflate_time(vae, config.train.trainable);
+                }
+                if section.interpolate_time { interpolate_time(vae) } else { vae }
             }
             None => with_initial_logvar(section.model.init::<Autodiff<B>>(&devices[0]), section.initial_logvar),
         };
