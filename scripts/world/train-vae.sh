@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Stage "codec" of scripts/train-world.sh: trains the small world's tiny Wan VAE from scratch in
-# five runs of `flashforward train vae`: single cropped frames (scripts/world/vae-image.toml, the
+# eight runs of `flashforward train vae`: single cropped frames (scripts/world/vae-image.toml, the
 # spatial path), the same continued at a lower peak lr (scripts/world/vae-image2.toml), then
 # 41-frame clips from its inflated export (scripts/world/vae-video.toml, the causal caches); then
 # a decoder twice as wide on that codec's frozen encoder, again single frames first
 # (scripts/world/vae-decoder-image.toml) and 41-frame clips from its inflated export
-# (scripts/world/vae-decoder-video.toml, then scripts/world/vae-decoder-video2.toml). Checks the
+# (scripts/world/vae-decoder-video.toml, then scripts/world/vae-decoder-video2.toml), made to
+# interpolate between latents instead of holding each (scripts/world/vae-decoder-interp.toml,
+# then scripts/world/vae-decoder-interp2.toml). Checks the
 # held-out PSNR and installs the last run's EMA weights in f16 as models/world/vae/ (`vae export
 # --half`, written atomically). Resumable: a finished run (its export exists) is skipped, an
 # interrupted one continues with --resume. Prints each run's wall time.
@@ -43,6 +45,8 @@ run vae-video scripts/world/vae-video.toml --model-dir "$RUNS/vae-image2/vae"
 run vae-dec-image scripts/world/vae-decoder-image.toml --model-dir "$RUNS/vae-video/vae"
 run vae-dec-video scripts/world/vae-decoder-video.toml --model-dir "$RUNS/vae-dec-image/vae"
 run vae-dec-video2 scripts/world/vae-decoder-video2.toml --model-dir "$RUNS/vae-dec-video/vae"
+run vae-dec-interp scripts/world/vae-decoder-interp.toml --model-dir "$RUNS/vae-dec-video2/vae"
+run vae-dec-interp2 scripts/world/vae-decoder-interp2.toml --model-dir "$RUNS/vae-dec-interp/vae"
 
 mkdir -p "$(dirname "$OUT")"
 # The width-8 codec beside it, as MODEL/vae-w8: the same encoder with the narrower decoder, which
@@ -53,5 +57,5 @@ rm -rf "$W8.tmp"
 cp -r "$RUNS/vae-video/vae" "$W8.tmp"
 rm -rf "$W8"
 mv "$W8.tmp" "$W8"
-"$BIN" vae export --run "$RUNS/vae-dec-video2" --encoder "$RUNS/vae-dec-video/vae" --half --out "$OUT"
+"$BIN" vae export --run "$RUNS/vae-dec-interp2" --encoder "$RUNS/vae-dec-video/vae" --half --out "$OUT"
 "$BIN" vae eval --vae "$OUT" --clips 8 --seconds 5
