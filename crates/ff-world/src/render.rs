@@ -72,6 +72,12 @@ pub fn render_frame(scene: &Scene, t: f64) -> Vec<u8> {
 
 /// `frames` consecutive frames from t = 0.
 pub fn render(scene: &Scene, frames: usize) -> Clip {
-    let frames = (0..frames).map(|f| render_frame(scene, f as f64 / FPS as f64)).collect();
+    render_from(scene, 0.0, frames)
+}
+
+/// `frames` consecutive frames from t = `start` seconds: a window of the scene's motion, whose
+/// first frame shows the objects where they are at `start` (mid-way, or resting at a wall).
+pub fn render_from(scene: &Scene, start: f64, frames: usize) -> Clip {
+    let frames = (0..frames).map(|f| render_frame(scene, start + f as f64 / FPS as f64)).collect();
     Clip { width: scene.width, height: scene.height, frames }
 }

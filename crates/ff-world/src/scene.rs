@@ -83,6 +83,16 @@ impl Rng {
     }
 }
 
+/// The start time of a window drawn from `seed`: uniform over `[0, within]` seconds in whole
+/// frames at [`crate::FPS`] (0 when `within` is 0), from a stream other than the scene's own.
+pub fn window_start(seed: u64, within: f64) -> f64 {
+    if within <= 0.0 {
+        return 0.0;
+    }
+    let fps = crate::FPS as f64;
+    (Rng::new(seed ^ 0x5749_4E44_4F57_0001).range(0.0, within) * fps).round() / fps
+}
+
 /// Position along one axis: `u0 + v·t` reflected between `lo` and `hi` (bounce) or clamped.
 fn travel(u0: f64, v: f64, t: f64, lo: f64, hi: f64, bounce: bool) -> f64 {
     let u = u0 + v * t;
@@ -186,6 +196,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn window_starts_cover_their_range_in_whole_frames() {
+        assert_eq!(window_start(3, 0.0), 0.0);
+        let starts: Vec<f64> = (0..400).map(|seed| window_start(seed, 15.0)).collect();
+        assert!(starts.iter().all(|&t| (0.0..=15.0).contains(&t) && (t * 16.0).fract() == 0.0));
+        // Uniform: each third of the range holds about a third of the starts.
+        for third in 0..3 {
+            let n = starts.iter().filter(|&&t| (t / 5.0).floor() as usize == third).count();
+            assert!((100..=170).contains(&n), "third {third}: {n}");
+        }
+        assert_eq!(window_start(7, 15.0), window_start(7, 15.0));
+    }
+
+    #[test]
+    fn a_window_from_a_late_start_shows_a_linear_mover_at_rest() {
+        let c = SceneConfig::default();
+        let scene = (0..).map(|seed| Scene::sample(seed, &c)).find(|s| s.objects[0].prompt.motion == Motion::Down).unwrap();
+        let late = crate::render::render_from(&scene, 15.0, 2);
+        assert_eq!(late.frames[0], crate::render::render(&scene, 15 * 16 + 1).frames[15 * 16]);
+        assert_eq!(late.frames[0], late.frames[1], "a mover rests against its wall after 15 s");
+        assert!(scene.position(0, 15.0).1 > 40.0);
     }
 
     #[test]

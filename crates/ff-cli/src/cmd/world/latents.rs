@@ -4,7 +4,8 @@
 //!
 //! Clip `i` is the scene of `world`'s clip `i` of the same seed (same captions, same motion), its
 //! frames rendered and encoded by DIR's VAE (latent mean, normalised), its caption by DIR's text
-//! encoder. Each clip's source name is `scene-SEED-NNNNN`: a rerun skips the clips already in
+//! encoder; with `--start-within` a clip is a window of its scene from a later start.
+//! Each clip's source name is `scene-SEED-NNNNN` (`…-from-F` for a window from frame F): a rerun skips the clips already in
 //! DATA, and each shard and the manifest after it are written atomically, so an interrupted run
 //! resumes from its last complete shard. A dataset only grows with the same model files.
 
@@ -18,8 +19,8 @@ use ff_model::text::PromptEncoderFiles;
 use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_train::data::shards::Encoders;
 use ff_train::data::{LatentClip, ShardWriter};
-use ff_world::Scene;
-use ff_world::render::{frames_for_seconds, render};
+use ff_world::render::{frames_for_seconds, render_from};
+use ff_world::{FPS, Scene};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -53,9 +54,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let text = dir.text(args.text_len)?;
     let encoders = Encoders { vae: file_id("vae", &vae)?, text: text.id()? };
     let writer = ShardWriter::open(&args.out, encoders, args.clips_per_shard)?;
-    let scenes: Vec<(String, Scene)> = (0..args.scenes.clips)
-        .map(|i| (format!("scene-{}-{i:05}", args.scenes.seed), args.scenes.scene(i)))
-        .filter(|(name, scene)| !writer.contains(name, &scene.caption()))
+    // A window's name carries its start frame, so that it is never taken for its scene's opening.
+    let scenes: Vec<(String, Scene, f64)> = (0..args.scenes.clips)
+        .map(|i| {
+            let start = args.scenes.start(i);
+            let name = format!("scene-{}-{i:05}", args.scenes.seed);
+            let name = if start > 0.0 { format!("{name}-from-{}", (start * FPS as f64).round()) } else { name };
+            (name, args.scenes.scene(i), start)
+        })
+        .filter(|(name, scene, _)| !writer.contains(name, &scene.caption()))
         .collect();
     let kept = args.scenes.clips - scenes.len();
     eprintln!("{} clips: {kept} already in {}, {} to encode", args.scenes.clips, args.out.display(), scenes.len());
@@ -72,7 +79,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 struct Encode {
-    scenes: Vec<(String, Scene)>,
+    scenes: Vec<(String, Scene, f64)>,
     writer: ShardWriter,
     text: PromptEncoderFiles,
     vae: PathBuf,
@@ -90,11 +97,11 @@ impl BackendTask for Encode {
         let total = self.scenes.len();
         let mut encoded = 0;
         for group in self.scenes.chunks(self.writer.clips_per_shard()) {
-            let captions: Vec<String> = group.iter().map(|(_, s)| s.caption()).collect();
+            let captions: Vec<String> = group.iter().map(|(_, s, _)| s.caption()).collect();
             let refs: Vec<&str> = captions.iter().map(String::as_str).collect();
             let prompts = self.text.embed::<CpuBackend>(&refs, None, &cpu_device())?;
-            for ((name, scene), (caption, prompt)) in group.iter().zip(captions.into_iter().zip(prompts)) {
-                let clip = render(scene, self.frames);
+            for ((name, scene, start), (caption, prompt)) in group.iter().zip(captions.into_iter().zip(prompts)) {
+                let clip = render_from(scene, *start, self.frames);
                 let frames: Vec<Frame> =
                     clip.frames.into_iter().map(|rgb| Frame::new(clip.width, clip.height, rgb)).collect::<Result<_>>()?;
                 let latents = vae.normalize(vae.encode_mean(video_tensor::<B>(&frames, device))?);

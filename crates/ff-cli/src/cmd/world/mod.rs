@@ -18,8 +18,9 @@ pub mod text;
 
 use crate::video::{Frame, VideoSink, atomic::write_atomic};
 use anyhow::{Context, Result, bail};
-use ff_world::render::{frames_for_seconds, render};
-use ff_world::{Scene, SceneConfig};
+use ff_world::render::{frames_for_seconds, render_from};
+use ff_world::scene::window_start;
+use ff_world::{Clip, Scene, SceneConfig};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,6 +59,11 @@ pub struct Scenes {
     /// Probability of a gradient background per clip.
     #[arg(long, default_value_t = 0.25)]
     pub gradient: f64,
+    /// Windows instead of scene openings: clip `i` starts at a time drawn uniformly from 0 to
+    /// this many seconds of its scene (whole frames), so that its first frame may show a mover
+    /// mid-way or resting against its wall; 0: every clip starts at t = 0.
+    #[arg(long, default_value_t = 0.0)]
+    pub start_within: f64,
 }
 
 /// The file recording the parameters of a `world` folder's clips.
@@ -66,16 +72,31 @@ pub const PARAMS_FILE: &str = "world.json";
 impl Scenes {
     /// Every parameter that fixes a clip's content (all but the count).
     fn params(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut params = serde_json::json!({
             "seconds": self.seconds, "seed": self.seed, "width": self.width, "height": self.height,
             "two_objects": self.two_objects, "gradient": self.gradient,
-        })
+        });
+        // Recorded only when set, so that folders made before the flag keep their parameters.
+        if self.start_within > 0.0 {
+            params["start_within"] = self.start_within.into();
+        }
+        params
     }
 
     /// Clip `i`'s scene.
     pub fn scene(&self, i: usize) -> Scene {
         let config = SceneConfig { width: self.width, height: self.height, two_objects: self.two_objects, gradient: self.gradient };
         Scene::sample(clip_seed(self.seed, i), &config)
+    }
+
+    /// Clip `i`'s start time in its scene, seconds (`--start-within`).
+    pub fn start(&self, i: usize) -> f64 {
+        window_start(clip_seed(self.seed, i), self.start_within)
+    }
+
+    /// Clip `i`'s frames.
+    pub fn render(&self, i: usize, scene: &Scene) -> Clip {
+        render_from(scene, self.start(i), frames_for_seconds(self.seconds))
     }
 }
 
@@ -109,7 +130,6 @@ pub fn clip_seed(seed: u64, i: usize) -> u64 {
 pub fn run(args: Args) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     check_params(&args)?;
-    let frames = frames_for_seconds(args.scenes.seconds);
     let mut captions = Vec::with_capacity(args.scenes.clips);
     let mut scenes = Vec::with_capacity(args.scenes.clips);
     let mut written = 0;
@@ -118,7 +138,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let name = format!("clip_{i:05}.mp4");
         let path = args.out.join(&name);
         if !path.exists() {
-            let clip = render(&scene, frames);
+            let clip = args.scenes.render(i, &scene);
             let frames: Vec<Frame> = clip.frames.into_iter().map(|rgb| Frame::new(clip.width, clip.height, rgb)).collect::<Result<_>>()?;
             let mut sink = VideoSink::create(&path)?;
             sink.push_frames(&frames)?;
@@ -126,14 +146,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
             written += 1;
         }
         captions.push(serde_json::json!({ "video": name, "caption": scene.caption() }));
-        scenes.push(serde_json::json!({ "video": name, "scene": scene }));
+        scenes.push(serde_json::json!({ "video": name, "start": args.scenes.start(i), "scene": scene }));
     }
     for (name, rows) in [("captions.jsonl", &captions), ("scenes.jsonl", &scenes)] {
         write_atomic(&args.out.join(name), |w| rows.iter().try_for_each(|r| Ok(writeln!(w, "{r}")?)))?;
     }
     println!(
-        "{} clips of {frames} frames in {} ({written} written, {} kept)",
+        "{} clips of {} frames in {} ({written} written, {} kept)",
         args.scenes.clips,
+        frames_for_seconds(args.scenes.seconds),
         args.out.display(),
         args.scenes.clips - written
     );
