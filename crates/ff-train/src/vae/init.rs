@@ -131,15 +131,12 @@ fn current_tap_only(w: &mut [f32], filters: usize, taps: usize, spatial: usize) 
 /// The first `filters` filters of `[filters, taps, spatial]` made to output the mean of their
 /// output at the current step and at the previous one.
 fn average_with_previous(w: &mut [f32], filters: usize, taps: usize, spatial: usize) {
-    for filter in 0..filters {
-        let tap = |w: &[f32], t: usize| w[(filter * taps + t) * spatial..][..spatial].to_vec();
-        for t in 0..taps {
-            let next = if t + 1 < taps { tap(w, t + 1) } else { vec![0.0; spatial] };
-            let start = (filter * taps + t) * spatial;
-            for (i, v) in w[start..start + spatial].iter_mut().enumerate() {
-                *v = 0.5 * (*v + next[i]);
-            }
+    for filter in w.chunks_exact_mut(taps * spatial).take(filters) {
+        // In tap order, so each tap reads the next one before it is rewritten.
+        for i in 0..(taps - 1) * spatial {
+            filter[i] = 0.5 * (filter[i] + filter[i + spatial]);
         }
+        filter[(taps - 1) * spatial..].iter_mut().for_each(|v| *v *= 0.5);
     }
 }
 

@@ -4,10 +4,11 @@
 //!
 //! Clip `i` is the scene of `world`'s clip `i` of the same seed (same captions, same motion), its
 //! frames rendered and encoded by DIR's VAE (latent mean, normalised), its caption by DIR's text
-//! encoder; with `--start-within` a clip is a window of its scene from a later start.
-//! Each clip's source name is `scene-SEED-NNNNN` (`…-from-F` for a window from frame F): a rerun skips the clips already in
-//! DATA, and each shard and the manifest after it are written atomically, so an interrupted run
-//! resumes from its last complete shard. A dataset only grows with the same model files.
+//! encoder; with `--start-within` a clip is a window of its scene from a later start. Each
+//! clip's source name is `scene-SEED-NNNNN` (`…-from-F` for a window from frame F): a rerun skips
+//! the clips already in DATA, and each shard and the manifest after it are written atomically, so
+//! an interrupted run resumes from its last complete shard. A dataset only grows with the same
+//! model files.
 
 use super::files::WorldDir;
 use crate::backend::{BackendTask, CpuBackend, DeviceSpec, Precision, cpu_device, dispatch};

@@ -20,7 +20,7 @@ use crate::video::{Frame, VideoSink, atomic::write_atomic};
 use anyhow::{Context, Result, bail};
 use ff_world::render::{frames_for_seconds, render_from};
 use ff_world::scene::window_start;
-use ff_world::{Clip, Scene, SceneConfig};
+use ff_world::{Scene, SceneConfig};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -93,11 +93,6 @@ impl Scenes {
     pub fn start(&self, i: usize) -> f64 {
         window_start(clip_seed(self.seed, i), self.start_within)
     }
-
-    /// Clip `i`'s frames.
-    pub fn render(&self, i: usize, scene: &Scene) -> Clip {
-        render_from(scene, self.start(i), frames_for_seconds(self.seconds))
-    }
 }
 
 /// Refuses a folder whose clips were drawn with other parameters (or with unknown ones), and
@@ -130,15 +125,16 @@ pub fn clip_seed(seed: u64, i: usize) -> u64 {
 pub fn run(args: Args) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     check_params(&args)?;
+    let frames = frames_for_seconds(args.scenes.seconds);
     let mut captions = Vec::with_capacity(args.scenes.clips);
     let mut scenes = Vec::with_capacity(args.scenes.clips);
     let mut written = 0;
     for i in 0..args.scenes.clips {
-        let scene = args.scenes.scene(i);
+        let (scene, start) = (args.scenes.scene(i), args.scenes.start(i));
         let name = format!("clip_{i:05}.mp4");
         let path = args.out.join(&name);
         if !path.exists() {
-            let clip = args.scenes.render(i, &scene);
+            let clip = render_from(&scene, start, frames);
             let frames: Vec<Frame> = clip.frames.into_iter().map(|rgb| Frame::new(clip.width, clip.height, rgb)).collect::<Result<_>>()?;
             let mut sink = VideoSink::create(&path)?;
             sink.push_frames(&frames)?;
@@ -146,15 +142,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
             written += 1;
         }
         captions.push(serde_json::json!({ "video": name, "caption": scene.caption() }));
-        scenes.push(serde_json::json!({ "video": name, "start": args.scenes.start(i), "scene": scene }));
+        scenes.push(serde_json::json!({ "video": name, "start": start, "scene": scene }));
     }
     for (name, rows) in [("captions.jsonl", &captions), ("scenes.jsonl", &scenes)] {
         write_atomic(&args.out.join(name), |w| rows.iter().try_for_each(|r| Ok(writeln!(w, "{r}")?)))?;
     }
     println!(
-        "{} clips of {} frames in {} ({written} written, {} kept)",
+        "{} clips of {frames} frames in {} ({written} written, {} kept)",
         args.scenes.clips,
-        frames_for_seconds(args.scenes.seconds),
         args.out.display(),
         args.scenes.clips - written
     );
