@@ -13,6 +13,11 @@
 //! * history `Tail_H(i) = max(0, i − H)..i`;
 //! * `S` stages at the student timesteps of `1000·(1 − k/S)` warped by the shifted table
 //!   (S = 4: 999, 937, 833, 624); "level" `S` is the clean endpoint (t = 0).
+//! * the planner's sampler: by default the same `S` stages (a distilled planner re-noises its x0
+//!   estimate at each stage); with `planner_steps = N > 0` it integrates the flow ODE by `N` Euler
+//!   steps on the shifted grid `σ_l = shift(1 − l/N)` (a planner sampled as its teacher was, e.g.
+//!   a Phase 1 planner), optionally with classifier-free guidance against the empty prompt
+//!   (`planner_guidance`, two forwards per step). Planner "level" `N` is then its clean endpoint.
 
 mod anchors;
 
@@ -56,6 +61,13 @@ pub struct ContractConfig {
     /// Whether renderer chunks read clean anchors (false removes planner and anchor bank: ablation).
     #[config(default = true)]
     pub use_anchors: bool,
+    /// Euler steps of the planner's ODE sampler (0: the planner runs the `S` distilled stages).
+    #[config(default = 0)]
+    pub planner_steps: usize,
+    /// Classifier-free guidance scale of the planner's Euler steps against the empty prompt
+    /// (1: unguided, one forward per step).
+    #[config(default = 1.0)]
+    pub planner_guidance: f64,
 }
 
 /// A validated contract with its derived index sets.
@@ -74,6 +86,9 @@ pub struct Contract {
     pub chunk_window: Vec<usize>,
     /// Timestep of each stage on the 1000 scale (descending).
     pub timesteps: Vec<f64>,
+    /// Timestep of each planner level but the clean endpoint (the stages' unless
+    /// `planner_steps > 0`).
+    pub planner_timesteps: Vec<f64>,
     #[serde(skip)]
     flow: FlowMatch,
 }
@@ -108,6 +123,18 @@ impl Contract {
                 c.planner_context, c.planner_block, c.context_window
             )));
         }
+        if c.planner_steps > 1000 {
+            return Err(SchedError::Config(format!("planner steps {} exceed the 1000-step table", c.planner_steps)));
+        }
+        if !(c.planner_guidance.is_finite() && c.planner_guidance >= 0.0) {
+            return Err(SchedError::Config(format!("planner guidance {} must be a finite number ≥ 0", c.planner_guidance)));
+        }
+        if c.planner_guidance != 1.0 && c.planner_steps == 0 {
+            return Err(SchedError::Config(format!(
+                "planner guidance {} needs the Euler planner sampler (planner steps > 0); the distilled stages run unguided",
+                c.planner_guidance
+            )));
+        }
         if c.context_window < c.chunk {
             return Err(SchedError::Config(format!("W_ctx {} is smaller than a chunk ({})", c.context_window, c.chunk)));
         }
@@ -118,8 +145,13 @@ impl Contract {
         let chunk_window = chunks.iter().map(|ch| anchors::window_of(&anchors, &windows, ch.end - 1)).collect();
         let flow = FlowMatch::new(c.shift);
         let steps: Vec<f64> = (0..c.stages).map(|k| 1000.0 * (1.0 - k as f64 / c.stages as f64)).collect();
-        let timesteps = flow.student_timesteps(&steps).into_iter().map(|t| t as f64).collect();
-        Ok(Self { config, anchors, blocks, chunks, windows, chunk_window, timesteps, flow })
+        let timesteps: Vec<f64> = flow.student_timesteps(&steps).into_iter().map(|t| t as f64).collect();
+        let n = c.planner_steps;
+        let planner_timesteps = match n {
+            0 => timesteps.clone(),
+            _ => (0..n).map(|l| flow.timestep(flow.shift_sigma(1.0 - l as f64 / n as f64))).collect(),
+        };
+        Ok(Self { config, anchors, blocks, chunks, windows, chunk_window, timesteps, planner_timesteps, flow })
     }
 
     pub fn stages(&self) -> usize {
@@ -171,6 +203,31 @@ impl Contract {
     /// σ of noise level `level` (0 at the clean endpoint).
     pub fn sigma(&self, level: usize) -> f64 {
         self.flow.sigma(self.timestep(level))
+    }
+
+    /// Whether the planner integrates its ODE by Euler steps instead of the distilled stages.
+    pub fn planner_euler(&self) -> bool {
+        self.config.planner_steps > 0
+    }
+
+    /// Whether each planner Euler step runs a guided pair of forwards.
+    pub fn planner_guided(&self) -> bool {
+        self.planner_euler() && self.config.planner_guidance != 1.0
+    }
+
+    /// The planner's clean-endpoint level: `planner_steps`, or `S`.
+    pub fn planner_levels(&self) -> usize {
+        self.planner_timesteps.len()
+    }
+
+    /// Timestep of planner level `level` (0 at the clean endpoint).
+    pub fn planner_timestep(&self, level: usize) -> f64 {
+        self.planner_timesteps.get(level).copied().unwrap_or(0.0)
+    }
+
+    /// σ of planner level `level` (0 at the clean endpoint).
+    pub fn planner_sigma(&self, level: usize) -> f64 {
+        self.flow.sigma(self.planner_timestep(level))
     }
 }
 

@@ -108,3 +108,30 @@ fn window_size_is_a_parameter() {
     let err = Contract::new(ContractConfig::new(81).with_anchor_window(4)).unwrap_err();
     assert!(err.to_string().contains("4 anchors"), "{err}");
 }
+
+#[test]
+fn the_euler_planner_has_its_own_shifted_grid() {
+    let distilled = contract(21);
+    assert_eq!((distilled.planner_levels(), distilled.planner_timesteps.clone()), (4, distilled.timesteps.clone()));
+    assert!(!distilled.planner_euler() && !distilled.planner_guided());
+    let c = Contract::new(ContractConfig::new(21).with_planner_steps(4).with_planner_guidance(5.0)).unwrap();
+    assert!(c.planner_euler() && c.planner_guided());
+    assert_eq!(c.planner_levels(), 4);
+    // σ_l = shift·s / (1 + (shift − 1)·s) at s = 1 − l/4, shift 5: 1, 15/16, 5/6, 5/8, then 0
+    for (l, want) in [1.0, 15.0 / 16.0, 5.0 / 6.0, 5.0 / 8.0, 0.0].into_iter().enumerate() {
+        assert!((c.planner_sigma(l) - want).abs() < 1e-9, "level {l}: {} vs {want}", c.planner_sigma(l));
+    }
+    assert_eq!(c.timesteps, distilled.timesteps, "the renderer's stages are unchanged");
+    let unguided = Contract::new(ContractConfig::new(21).with_planner_steps(7)).unwrap();
+    assert!(unguided.planner_euler() && !unguided.planner_guided());
+}
+
+#[test]
+fn planner_guidance_needs_euler_steps() {
+    let err = Contract::new(ContractConfig::new(21).with_planner_guidance(5.0)).unwrap_err();
+    assert!(err.to_string().contains("planner steps > 0"), "{err}");
+    let err = Contract::new(ContractConfig::new(21).with_planner_steps(1001)).unwrap_err();
+    assert!(err.to_string().contains("1000-step table"), "{err}");
+    let err = Contract::new(ContractConfig::new(21).with_planner_steps(3).with_planner_guidance(f64::NAN)).unwrap_err();
+    assert!(err.to_string().contains("planner guidance"), "{err}");
+}

@@ -3,6 +3,10 @@
 //! Input of a node at level `l` with σ = σ_l: pure noise ε (no source), `(1 − σ)·x0 + σ·ε` with
 //! fresh ε from the counter-based stream (a source and `l < S`), or the clean x0 (`l = S`, t = 0).
 //! Output: `x0 = x − σ·v` from the velocity prediction; the final stage's x0 is the video.
+//! Under the contract's Euler planner sampler, planner nodes take their source's latent as is and
+//! output it advanced one Euler step, `x + (σ_{l+1} − σ_l)·v`; a guided step runs the conditional
+//! and the empty prompt as one batch of two and steps along `v_∅ + g·(v_c − v_∅)`
+//! ([`DitRunner::with_empty_prompt`] gives the empty prompt).
 //! Planner nodes run the planner model, all other nodes the renderer model; a model with roles is
 //! merged into one full-weight model per role (as the paper serves them), a plain model serves
 //! both as one copy. A runner moved to a device keeps only the roles its workers run there
@@ -20,7 +24,7 @@ use super::{NodeResult, Runner};
 use crate::bank::Entry;
 use crate::contract::Contract;
 use crate::error::{Result, SchedError};
-use crate::schedule::{Graph, KvKey, Node};
+use crate::schedule::{Graph, KvKey, Node, NodeKind};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
@@ -54,19 +58,23 @@ impl Roles {
     }
 }
 
-/// A role's model and the prompt's cross-attention K/V under it.
+/// A role's model and the prompt's cross-attention K/V under it (and the empty prompt's, for
+/// guided planner steps).
 #[derive(Clone)]
 struct RoleModel<B: AttentionBackend> {
     model: WanDit<B>,
     text: TextContext<B>,
+    empty: Option<TextContext<B>>,
 }
 
 impl<B: AttentionBackend> RoleModel<B> {
+    fn new(model: WanDit<B>, text: Tensor<B, 3>) -> Self {
+        Self { text: model.text_context(text), model, empty: None }
+    }
+
     fn to_device(&self, device: &B::Device) -> Self {
-        Self {
-            model: self.model.clone().to_device(device),
-            text: TextContext { layers: self.text.layers.iter().map(|l| move_layer(l, device)).collect() },
-        }
+        let move_text = |t: &TextContext<B>| TextContext { layers: t.layers.iter().map(|l| move_layer(l, device)).collect() };
+        Self { model: self.model.clone().to_device(device), text: move_text(&self.text), empty: self.empty.as_ref().map(move_text) }
     }
 }
 
@@ -82,6 +90,11 @@ pub struct DitRunner<B: AttentionBackend> {
     noise: NoiseSpec,
     /// σ of every level `0..=S`.
     sigmas: Vec<f64>,
+    /// σ of every planner level (`0..=planner_steps` under the Euler sampler, else `sigmas`).
+    planner_sigmas: Vec<f64>,
+    /// The contract's planner sampler: Euler steps, and their guidance scale when guided.
+    planner_euler: bool,
+    planner_guidance: Option<f64>,
     windows: Windows<B>,
     device: B::Device,
 }
@@ -93,7 +106,7 @@ impl<B: AttentionBackend> DitRunner<B> {
         match model.role_embedding {
             Some(_) => Self::from_role_models(model.merge(Role::Planner), model.merge(Role::Renderer), text, contract, noise),
             None => {
-                let one = RoleModel { text: model.text_context(text), model: model.clone() };
+                let one = RoleModel::new(model.clone(), text);
                 Self::with_models(one.clone(), one, true, contract, noise)
             }
         }
@@ -102,8 +115,7 @@ impl<B: AttentionBackend> DitRunner<B> {
     /// Runner for a student served as two plain models (its roles merged ahead of time, e.g. an
     /// exported student), running both roles.
     pub fn from_role_models(planner: WanDit<B>, renderer: WanDit<B>, text: Tensor<B, 3>, contract: &Contract, noise: NoiseSpec) -> Self {
-        let role = |model: WanDit<B>| RoleModel { text: model.text_context(text.clone()), model };
-        Self::with_models(role(planner), role(renderer), false, contract, noise)
+        Self::with_models(RoleModel::new(planner, text.clone()), RoleModel::new(renderer, text), false, contract, noise)
     }
 
     fn with_models(planner: RoleModel<B>, renderer: RoleModel<B>, shared: bool, contract: &Contract, noise: NoiseSpec) -> Self {
@@ -114,9 +126,21 @@ impl<B: AttentionBackend> DitRunner<B> {
             shared,
             noise,
             sigmas: (0..=contract.stages()).map(|l| contract.sigma(l)).collect(),
+            planner_sigmas: (0..=contract.planner_levels()).map(|l| contract.planner_sigma(l)).collect(),
+            planner_euler: contract.planner_euler(),
+            planner_guidance: contract.planner_guided().then_some(contract.config.planner_guidance),
             windows: Windows::new(contract, &config, noise.height, noise.width, &device),
             device,
         }
+    }
+
+    /// This runner with the empty prompt's embeddings (`[1, text_tokens, text_dim]`), which guided
+    /// planner steps contrast with the prompt.
+    pub fn with_empty_prompt(mut self, empty: Tensor<B, 3>) -> Self {
+        if let Some(p) = self.planner.as_mut() {
+            p.empty = Some(p.model.text_context(empty));
+        }
+        self
     }
 
     /// This runner keeping the models of `roles` only (no copy: the kept models are shared).
@@ -144,6 +168,9 @@ impl<B: AttentionBackend> DitRunner<B> {
             shared: self.shared,
             noise: self.noise,
             sigmas: self.sigmas.clone(),
+            planner_sigmas: self.planner_sigmas.clone(),
+            planner_euler: self.planner_euler,
+            planner_guidance: self.planner_guidance,
             windows: self.windows.to_device(device),
             device: device.clone(),
         }
@@ -158,29 +185,70 @@ impl<B: AttentionBackend> DitRunner<B> {
         }
     }
 
+    /// Whether `node` is a planner node under the Euler sampler.
+    fn euler(&self, node: &Node) -> bool {
+        self.planner_euler && node.kind.is_planner()
+    }
+
+    /// σ of `node`'s level on its role's table, and whether the level is the clean endpoint.
+    fn sigma(&self, node: &Node) -> (f64, bool) {
+        let table = if node.kind.is_planner() { &self.planner_sigmas } else { &self.sigmas };
+        (table[node.level], node.level + 1 == table.len())
+    }
+
     /// The input latent of `node` at its level.
     fn input(&self, node: &Node, source: Option<&Tensor<B, 5>>) -> Tensor<B, 5> {
         let stream = if node.kind.is_planner() { PLANNER_STREAM } else { OUTPUT_STREAM };
         let eps = || self.noise.sample::<B>(stream, &node.positions, node.level, &self.device);
         match source {
             None => eps(),
-            Some(x0) if node.level + 1 == self.sigmas.len() => x0.clone(),
-            Some(x0) => FlowMatch::noise(x0.clone(), eps(), self.sigmas[node.level]),
+            Some(x) if self.euler(node) => x.clone(),
+            Some(x0) => match self.sigma(node) {
+                (_, true) => x0.clone(),
+                (sigma, false) => FlowMatch::noise(x0.clone(), eps(), sigma),
+            },
         }
     }
 
-    fn model(&self, node: &Node) -> Result<(&WanDit<B>, &TextContext<B>)> {
+    fn model(&self, node: &Node) -> Result<&RoleModel<B>> {
         let (held, role) = if node.kind.is_planner() { (&self.planner, "planner") } else { (&self.renderer, "renderer") };
-        let m = held.as_ref().ok_or_else(|| SchedError::Worker {
+        held.as_ref().ok_or_else(|| SchedError::Worker {
             worker: 0,
             reason: format!("node {} needs the {role} model, which this runner was not given (see Roles::of_workers)", node.id),
-        })?;
-        Ok((&m.model, &m.text))
+        })
     }
 
-    /// x0 from the velocity, and the entries to publish (one per anchor frame for planner blocks).
+    /// The text contexts of `n` batch elements of `node`'s model: the prompt's, and for a
+    /// guided step the empty prompt's after them (`2n` elements); the guidance scale if guided.
+    fn text(&self, node: &Node, n: usize) -> Result<(TextContext<B>, Option<f64>)> {
+        let m = self.model(node)?;
+        let guidance = self.planner_guidance.filter(|_| node.passes == 2);
+        let Some(g) = guidance else { return Ok((m.text.clone(), None)) };
+        let empty = m.empty.as_ref().ok_or_else(|| SchedError::Worker {
+            worker: 0,
+            reason: format!(
+                "node {} is a guided planner step and the runner has no empty prompt (see DitRunner::with_empty_prompt)",
+                node.id
+            ),
+        })?;
+        let repeat = |l: &LayerKv<B>| (l.k.clone().repeat_dim(0, n), l.v.clone().repeat_dim(0, n));
+        let layers = m.text.layers.iter().zip(&empty.layers).map(|(c, e)| {
+            let ((ck, cv), (ek, ev)) = (repeat(c), repeat(e));
+            LayerKv { k: Tensor::cat(vec![ck, ek], 0), v: Tensor::cat(vec![cv, ev], 0) }
+        });
+        Ok((TextContext { layers: layers.collect() }, Some(g)))
+    }
+
+    /// x0 from the velocity (or the next Euler latent of a planner step), and the entries to
+    /// publish (one per anchor frame for planner blocks).
     fn finish(&self, node: &Node, x: Tensor<B, 5>, v: Tensor<B, 5>, kv: ChunkKv<B>) -> NodeResult<Self> {
-        let x0 = FlowMatch::x0_from_v(x, v, self.sigmas[node.level]);
+        let x0 = match (self.euler(node), node.kind) {
+            (true, NodeKind::PlannerDenoise) => {
+                let (from, to) = (self.planner_sigmas[node.level], self.planner_sigmas[node.level + 1]);
+                x + v * (to - from)
+            }
+            _ => FlowMatch::x0_from_v(x, v, self.sigma(node).0),
+        };
         let kvs = match node.publishes.first() {
             None => vec![],
             Some(KvKey::Anchor(_)) => {
@@ -218,14 +286,27 @@ impl<B: AttentionBackend> DitRunner<B> {
     ) -> Result<Vec<NodeResult<Self>>> {
         let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
         let keys = nodes.iter().zip(reads).map(|(n, r)| self.windows.prepare(n, r)).collect::<Result<Vec<_>>>()?;
-        let (model, text) = self.model(nodes[0])?;
-        let ctx = BatchContext::new(keys.iter().map(|k| k.map(|k| self.windows.window(k))).collect());
-        let layouts: Vec<FrameLayout> = nodes.iter().map(|n| FrameLayout::frames(n.positions.clone(), Role::Base)).collect();
-        let timesteps: Vec<Vec<f64>> = nodes.iter().map(|n| n.timesteps.clone()).collect();
+        let n = nodes.len();
+        let (text, guidance) = self.text(nodes[0], n)?;
+        // A guided step's batch repeats the nodes: element b runs node b mod n (its window,
+        // layout, timesteps and input), under the prompt for b < n, the empty prompt after.
+        let passes = if guidance.is_some() { 2 } else { 1 };
+        let node_of = |b: usize| b % n;
+        let ctx = BatchContext::new((0..n * passes).map(|b| keys[node_of(b)].map(|k| self.windows.window(k))).collect());
+        let layouts: Vec<FrameLayout> =
+            (0..n * passes).map(|b| FrameLayout::frames(nodes[node_of(b)].positions.clone(), Role::Base)).collect();
+        let timesteps: Vec<Vec<f64>> = (0..n * passes).map(|b| nodes[node_of(b)].timesteps.clone()).collect();
+        let batch = Tensor::cat((0..n * passes).map(|b| inputs[node_of(b)].clone()).collect(), 0);
         let first = nodes[0].id;
-        let out = model
-            .forward_chunks(Tensor::cat(inputs.clone(), 0), &timesteps, &layouts, text, &ctx)
+        let out = self
+            .model(nodes[0])?
+            .model
+            .forward_chunks(batch, &timesteps, &layouts, &text, &ctx)
             .map_err(|source| SchedError::Model { node: first, source })?;
+        let prediction = match guidance {
+            Some(g) => ff_model::flow::cfg(out.prediction.clone().narrow(0, n, n), out.prediction.narrow(0, 0, n), g),
+            None => out.prediction,
+        };
         for (node, key) in nodes.iter().zip(&keys) {
             if let Some(k) = key {
                 self.windows.published(node, *k)?;
@@ -235,7 +316,7 @@ impl<B: AttentionBackend> DitRunner<B> {
             .iter()
             .zip(inputs)
             .enumerate()
-            .map(|(b, (node, x))| self.finish(node, x, out.prediction.clone().narrow(0, b, 1), out.kv.batch_element(b)))
+            .map(|(b, (node, x))| self.finish(node, x, prediction.clone().narrow(0, b, 1), out.kv.batch_element(b)))
             .collect())
     }
 }

@@ -138,6 +138,8 @@ pub fn execute<R: Runner>(graph: &Graph, placement: &Placement, runners: Vec<R>)
 #[cfg(test)]
 mod dit_tests;
 #[cfg(test)]
+mod euler_tests;
+#[cfg(test)]
 mod flow_tests;
 #[cfg(test)]
 mod tests;

@@ -38,22 +38,22 @@ pub struct Rule<'a> {
 }
 
 impl GraphBuilder<'_> {
-    /// The autoregressive planner over anchor blocks: S denoising forwards per block, then one
-    /// clean-endpoint forward publishing the block's anchor K/V; each reads the last
-    /// `planner_context` anchors.
+    /// The autoregressive planner over anchor blocks: one denoising forward per planner level
+    /// (the S stages, or the contract's Euler steps) per block, then one clean-endpoint forward
+    /// publishing the block's anchor K/V; each reads the last `planner_context` anchors.
     pub fn planner(&mut self) -> Result<()> {
         let c = self.contract();
-        let s = c.stages();
+        let (s, levels) = (c.stages(), c.planner_levels());
         for (j, block) in c.blocks.iter().enumerate() {
             let positions: Vec<usize> = c.anchors[block.clone()].to_vec();
             let reads: Vec<KvKey> = c.planner_context(j).map(KvKey::Anchor).collect();
             let mut source = None;
-            for level in 0..=s {
-                let cache = level == s;
+            for level in 0..=levels {
+                let cache = level == levels;
                 let spec = NodeSpec {
                     kind: if cache { NodeKind::PlannerCache } else { NodeKind::PlannerDenoise },
                     unit: Unit::Block(j),
-                    stage: level.min(s - 1),
+                    stage: (level * s / levels).min(s - 1),
                     level,
                     positions: positions.clone(),
                     source,

@@ -7,6 +7,11 @@
 //! this order: anchors, then history oldest first) and publishes `publishes`. `deps` are the
 //! source plus the publishers of everything it reads; every dep has a smaller id, so id order is
 //! a topological order, and the order in which one worker runs its nodes.
+//!
+//! Planner nodes count levels on the planner's own table ([`Contract::planner_timestep`]); under
+//! the Euler planner sampler a denoising node's output is its input advanced one Euler step (the
+//! next level's latent, the clean latent after the last step) rather than an x0 estimate, and the
+//! next node takes it as is. A guided step is one node of two forwards ([`Node::passes`]).
 
 use crate::contract::Contract;
 use crate::error::{Result, SchedError};
@@ -83,6 +88,9 @@ pub struct Node {
     pub deps: Vec<NodeId>,
     /// Whether the node's x0 estimate is final video output for its unit.
     pub output: bool,
+    /// Model forwards the node runs: 2 for a guided planner step (conditional and empty
+    /// prompt, one batched call), else 1.
+    pub passes: usize,
 }
 
 /// A schedule's generation graph over a contract.
@@ -147,7 +155,11 @@ impl<'a> GraphBuilder<'a> {
                 return Err(SchedError::Graph(format!("{key:?} is published twice")));
             }
         }
-        let t = self.contract.timestep(spec.level);
+        let c = self.contract;
+        let (t, guided) = match spec.kind.is_planner() {
+            true => (c.planner_timestep(spec.level), spec.kind == NodeKind::PlannerDenoise && c.planner_guided()),
+            false => (c.timestep(spec.level), false),
+        };
         self.nodes.push(Node {
             id,
             kind: spec.kind,
@@ -161,6 +173,7 @@ impl<'a> GraphBuilder<'a> {
             publishes: spec.publishes,
             deps,
             output: spec.output,
+            passes: if guided { 2 } else { 1 },
         });
         Ok(id)
     }
@@ -206,9 +219,9 @@ pub struct Counts {
 
 impl Graph {
     pub fn counts(&self) -> Counts {
-        let count = |f: &dyn Fn(NodeKind) -> bool| self.nodes.iter().filter(|n| f(n.kind)).count();
+        let count = |f: &dyn Fn(NodeKind) -> bool| self.nodes.iter().filter(|n| f(n.kind)).map(|n| n.passes).sum();
         Counts {
-            forwards: self.nodes.len(),
+            forwards: count(&|_| true),
             cache_update_forwards: count(&|k| k.is_cache_update()),
             planner_forwards: count(&|k| k.is_planner()),
             renderer_forwards: count(&|k| matches!(k, NodeKind::Render | NodeKind::Bidirectional)),

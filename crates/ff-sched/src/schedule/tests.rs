@@ -221,3 +221,30 @@ fn graphs_serialise_to_json_and_dot() {
     assert_eq!(dot.matches(" -> ").count(), edges);
     assert!(dot.contains(&format!("n{} -> n{} [style=dashed]", 4, r.id)), "anchor read edge");
 }
+
+#[test]
+fn euler_planner_steps_are_nodes_and_guided_ones_count_twice() {
+    for (latents, steps, guidance) in [(21, 5, 1.0), (81, 3, 4.0), (261, 50, 5.0)] {
+        let base = ContractConfig::new(latents);
+        let c = Contract::new(base.clone().with_planner_steps(steps).with_planner_guidance(guidance)).unwrap();
+        let (np, nc, s) = (c.num_blocks(), c.num_chunks(), c.stages());
+        let g = ScheduleKind::FlashForward.build(&c).unwrap();
+        let passes = if guidance == 1.0 { 1 } else { 2 };
+        let counts = g.counts();
+        assert_eq!(counts.planner_forwards, np * (steps * passes + 1), "L={latents}");
+        assert_eq!(counts.forwards, np * (steps * passes + 1) + nc * s);
+        assert_eq!((counts.cache_update_forwards, counts.renderer_forwards), (np, nc * s));
+        assert_eq!(g.nodes.len(), np * (steps + 1) + nc * s, "one node per Euler step");
+        let block: Vec<&Node> = g.nodes.iter().filter(|n| n.unit == Unit::Block(0)).collect();
+        let levels: Vec<usize> = block.iter().map(|n| n.level).collect();
+        assert_eq!(levels, (0..=steps).collect::<Vec<_>>());
+        assert!(block.windows(2).all(|p| p[1].source == Some(p[0].id) && p[1].timesteps[0] < p[0].timesteps[0]));
+        assert_eq!(block[steps].timesteps[0], 0.0, "the cache forward is at the clean endpoint");
+        assert!(block.iter().all(|n| n.stage < s));
+        // the renderer's rollout is the distilled one's
+        let distilled = ScheduleKind::FlashForward.build(&Contract::new(base).unwrap()).unwrap();
+        let render =
+            |g: &Graph| g.nodes.iter().filter(|n| !n.kind.is_planner()).map(|n| (n.level, n.timesteps.clone())).collect::<Vec<_>>();
+        assert_eq!(render(&g), render(&distilled));
+    }
+}

@@ -5,7 +5,7 @@
 //! free and all its dependencies have finished; a forward over `f` latent frames costs
 //! `C·f/B_R` (linear in tokens: block-sized renderer, planner and re-encode forwards cost `C`,
 //! paper A.1; a whole-clip bidirectional forward costs `C·L/B_R`, attention's quadratic term is
-//! ignored); communication (latents between stage
+//! ignored; a node of two passes, a guided planner step, costs twice); communication (latents between stage
 //! workers, anchor broadcast) is free and overlaps compute; role-weight swaps and context
 //! parallelism of the baselines are not modelled. Renderer-stage nodes of stage k go to worker
 //! `k mod stage_workers`. Planner nodes either share worker 0 before rendering (the paper's
@@ -36,7 +36,7 @@ pub fn replay(graph: &Graph, placement: &Placement, cost: impl Fn(&Node) -> f64)
 /// Pipeline rounds with one worker per stage and the planner sharing the stage workers: the
 /// paper's `R` (unit forward cost).
 pub fn rounds(graph: &Graph) -> usize {
-    replay(graph, &Placement::wavefront(graph.contract.stages()), |_| 1.0).makespan().round() as usize
+    replay(graph, &Placement::wavefront(graph.contract.stages()), |n| n.passes as f64).makespan().round() as usize
 }
 
 /// Cost model of [`simulate`].
@@ -74,7 +74,7 @@ pub fn simulate(graph: &Graph, devices: usize, cost: CostModel) -> Result<Simula
     let per_frame = cost.forward_seconds / graph.contract.config.chunk as f64;
     let planner_speedup = cost.planner_devices.max(1) as f64;
     let trace = replay(graph, &placement, |n| {
-        let c = per_frame * n.positions.len() as f64;
+        let c = per_frame * (n.positions.len() * n.passes) as f64;
         if n.kind.is_planner() { c / planner_speedup } else { c }
     });
     let seconds = trace.makespan();

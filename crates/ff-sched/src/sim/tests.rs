@@ -77,3 +77,17 @@ fn worker_names_follow_the_placement() {
     assert_eq!(Placement::streaming(4).names(4), vec!["stage 0", "stage 1", "stage 2", "stage 3", "planner"]);
     assert_eq!(Placement::wavefront(5).names(4)[4], "worker 4 (idle)");
 }
+
+#[test]
+fn guided_planner_steps_cost_two_forwards() {
+    let build = |guidance: f64| {
+        let c = Contract::new(ContractConfig::new(21).with_planner_steps(10).with_planner_guidance(guidance)).unwrap();
+        ScheduleKind::FlashForward.build(&c).unwrap()
+    };
+    let cost = CostModel { forward_seconds: 1.0, planner_devices: 0 };
+    // one block of 3 anchors: 10 steps (× 2 guided) + 1 cache forward, then 7 chunks on 4 stages
+    let (plain, guided) = (simulate(&build(1.0), 4, cost).unwrap(), simulate(&build(5.0), 4, cost).unwrap());
+    assert_eq!(plain.seconds, 11.0 + 10.0);
+    assert_eq!(guided.seconds, 21.0 + 10.0);
+    assert_eq!(guided.ttff_seconds, 21.0 + 4.0);
+}

@@ -213,10 +213,11 @@ mod tests {
         fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<NodeResult<Self>> {
             let r = &self.0;
             let x = r.input(node, source);
-            let (model, text) = r.model(node)?;
+            let m = r.model(node)?;
             let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
-            let out = model
-                .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, text, &SegmentContext::new(reads.to_vec()))
+            let out = m
+                .model
+                .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, &m.text, &SegmentContext::new(reads.to_vec()))
                 .unwrap();
             Ok(r.finish(node, x, out.prediction, out.kv))
         }
