@@ -91,3 +91,19 @@ fn no_history_and_no_anchors_remove_the_banks() {
         .unwrap();
     assert!(!out.status.success(), "--no-history conflicts with --history");
 }
+
+#[test]
+fn plan_counts_guided_planner_steps_twice() {
+    let v = json(&["plan", "--schedule", "flashforward", "--latents", "81", "--planner-steps", "50", "--planner-guidance", "5", "--json"]);
+    // 3 blocks × (50 steps × 2 + 1 cache forward), and the 108 renderer forwards
+    assert_eq!((v["planner_blocks"].clone(), v["planner_forwards"].clone(), v["forwards"].clone()), (3.into(), 303.into(), 411.into()));
+    assert_eq!(v["rounds"], 303 + 27 + 3);
+    assert_eq!(v["planner_timesteps"].as_array().map(Vec::len), Some(50));
+    assert_eq!(json(&["plan", "--schedule", "self-forcing", "--latents", "81", "--json"])["planner_blocks"], 0);
+    let out = Command::new(env!("CARGO_BIN_EXE_flashforward"))
+        .args(["plan", "--schedule", "flashforward", "--latents", "81", "--planner-guidance", "5"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("planner steps > 0") && err.contains("--planner-steps"), "{err}");
+}

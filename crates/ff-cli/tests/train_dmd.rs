@@ -2,7 +2,8 @@
 //! one step) → `train dmd` (two generator steps, each with one critic step) → the run's
 //! checkpoint, which `generate --dit RUN` loads, and its export `RUN/transformer/`, which draws
 //! the same frames. The teacher's files are never written. Then Phase 2 continues from the export
-//! (its roles split back into adapters, a fresh critic warmed up first).
+//! (its roles split back into adapters, a fresh critic warmed up first), and `train combine`
+//! gives the export the Phase 1 run's planner, sampled by guided Euler steps.
 //! Latents are 2×2 (16×16 px): one token per frame.
 
 use std::fs;
@@ -194,4 +195,25 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
     assert_eq!(state(checkpoint.clone())["step"], 1);
     assert_eq!(state(checkpoint.join("critic"))["step"], 3, "2 warm-up and 1 critic update");
     assert!(phase3.join("transformer/flashforward.json").is_file(), "the continuation exports its student");
+
+    // `train combine`: the Phase 1 run's planner beside the export's renderer, sampled by 3 Euler
+    // steps guided at 2; generate reads the sampler from the manifest and counts each guided
+    // step twice (1 latent: one anchor block of 3 × 2 + 1 forwards, one chunk of 2 stages).
+    let combined = root.join("combined");
+    let args = ["train", "combine", "--planner", &path(&phase1), "--student", &path(&export), "--planner-steps", "3"];
+    ok(&[&args[..], &["--planner-guidance", "2", "--out", &path(&combined)]].concat());
+    let manifest: serde_json::Value = serde_json::from_str(&fs::read_to_string(combined.join("flashforward.json")).unwrap()).unwrap();
+    assert_eq!((manifest["contract"]["planner_steps"].as_u64(), manifest["contract"]["planner_guidance"].as_f64()), (Some(3), Some(2.0)));
+    assert_eq!(manifest["contract"]["stages"].as_u64(), Some(2), "the rest of the student's contract is kept");
+    let weights = |dir: &Path, role: &str| fs::read(dir.join(role).join("diffusion_pytorch_model.safetensors")).unwrap();
+    assert_eq!(weights(&combined, "renderer"), weights(&export, "renderer"));
+    assert_ne!(weights(&combined, "planner"), weights(&export, "planner"), "Phase 1's planner, not Phase 2's");
+    let (log, combined_frames) = frames(&combined, &[], "combined-frames/");
+    assert!(log.contains("planner 3 Euler steps, guidance 2") && log.contains("9 forwards (1 cache-update)"), "{log}");
+    assert!(!combined_frames.is_empty() && combined_frames != exported, "the planner's anchors reach the video");
+    let err = flashforward(&[&args[..6], &["--planner-steps", "0", "--out", &path(&root.join("c0"))]].concat());
+    assert!(!err.status.success() && String::from_utf8_lossy(&err.stderr).contains("--planner-steps must be at least 1"));
+    let err =
+        flashforward(&["train", "combine", "--planner", &path(&phase1), "--student", &path(&model), "--planner-steps", "3", "--out", "x"]);
+    assert!(!err.status.success() && String::from_utf8_lossy(&err.stderr).contains("not an exported student (no flashforward.json)"));
 }

@@ -32,6 +32,14 @@ pub struct ContractKnobs {
     /// Disable the stage-matched history (same as --history 0): ablation.
     #[arg(long, conflicts_with = "history")]
     pub no_history: bool,
+    /// Planner sampler: N Euler steps of its flow ODE instead of the S distilled stages (0: the
+    /// stages) [default: 0; generate: the student's].
+    #[arg(long)]
+    pub planner_steps: Option<usize>,
+    /// Classifier-free guidance of the planner's Euler steps against the empty prompt (1:
+    /// unguided) [default: 1; generate: the student's].
+    #[arg(long)]
+    pub planner_guidance: Option<f64>,
 }
 
 impl ContractKnobs {
@@ -51,10 +59,12 @@ impl ContractKnobs {
             history: history.unwrap_or(base.history),
             chunk: self.chunk.unwrap_or(base.chunk),
             use_anchors: base.use_anchors && !self.no_anchors,
+            planner_steps: self.planner_steps.unwrap_or(base.planner_steps),
+            planner_guidance: self.planner_guidance.unwrap_or(base.planner_guidance),
             ..base
         };
         Contract::new(config).map_err(|e| {
-            anyhow::anyhow!("{e} (flags: --latents or --seconds, --stages, --anchor-stride, --anchor-window, --history, --chunk)")
+            anyhow::anyhow!("{e} (flags: --latents or --seconds, --stages, --anchor-stride, --anchor-window, --history, --chunk, --planner-steps, --planner-guidance)")
         })
     }
 }
@@ -144,9 +154,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "latents": c.config.latents,
         "stages": c.stages(),
         "chunks": c.num_chunks(),
-        "planner_blocks": counts.planner_forwards / (c.stages() + 1),
+        "planner_blocks": graph.nodes.iter().filter(|n| n.kind == ff_sched::schedule::NodeKind::PlannerCache).count(),
         "anchors": c.anchors,
         "timesteps": c.timesteps,
+        "planner_timesteps": c.planner_timesteps,
         "forwards": counts.forwards,
         "cache_update_forwards": counts.cache_update_forwards,
         "planner_forwards": counts.planner_forwards,

@@ -64,19 +64,24 @@ pub fn exported_roles(path: &Path) -> Result<Option<[PathBuf; 2]>> {
 /// Writes the roles of `model` merged into plain DiTs as `dir/planner/` and `dir/renderer/`
 /// (each file atomically); `model` must have roles.
 pub fn export_roles<B: AttentionBackend>(model: &WanDit<B>, dir: &Path) -> Result<()> {
+    ROLE_FOLDERS.iter().try_for_each(|(role, _)| export_role(model, *role, dir))
+}
+
+/// Writes role `role` of `model` merged into a plain DiT as `dir/planner/` or `dir/renderer/`
+/// (atomically); `model` must have roles.
+pub fn export_role<B: AttentionBackend>(model: &WanDit<B>, role: Role, dir: &Path) -> Result<()> {
+    let checkpoint_error = |message: String| TrainError::Checkpoint { path: dir.to_path_buf(), message };
     if model.role_embedding.is_none() {
-        return Err(TrainError::Checkpoint {
-            path: dir.to_path_buf(),
-            message: "the model to export has no planner/renderer roles".into(),
-        });
+        return Err(checkpoint_error("the model to export has no planner/renderer roles".into()));
     }
-    for (role, folder) in ROLE_FOLDERS {
-        let folder = dir.join(folder);
-        std::fs::create_dir_all(&folder).map_err(|source| TrainError::Io { path: folder.clone(), source })?;
-        let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-        write_tensors(&folder.join(ROLE_WEIGHTS), model.merge(role).file_tensors(|_| true)?, metadata)?;
-    }
-    Ok(())
+    let (_, name) = ROLE_FOLDERS
+        .iter()
+        .find(|(r, _)| *r == role)
+        .ok_or_else(|| checkpoint_error(format!("{role:?} is not an exported role (planner or renderer)")))?;
+    let folder = dir.join(name);
+    std::fs::create_dir_all(&folder).map_err(|source| TrainError::Io { path: folder.clone(), source })?;
+    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+    write_tensors(&folder.join(ROLE_WEIGHTS), model.merge(role).file_tensors(|_| true)?, metadata)
 }
 
 /// The DiT at `path` on `device`: a run directory (its newest checkpoint), a checkpoint folder

@@ -148,9 +148,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let text_start = Instant::now();
     let (embedding, source) = prompt::embed(&plan.text, &plan.prompt, args.prompt_cache.as_deref())?;
-    let empty = match args.steps.filter(|_| args.guidance != 1.0) {
-        Some(_) => Some(prompt::embed(&plan.text, "", args.prompt_cache.as_deref())?.0),
-        None => None,
+    // The empty prompt, for a guided teacher sampler or guided planner steps.
+    let guided = args.steps.is_some_and(|_| args.guidance != 1.0) || (args.steps.is_none() && plan.graph.contract.planner_guided());
+    let empty = match guided {
+        true => Some(prompt::embed(&plan.text, "", args.prompt_cache.as_deref())?.0),
+        false => None,
     };
     let text_time = text_start.elapsed();
 
@@ -166,6 +168,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         latent_size: plan.latent_size,
         seed: args.seed,
         splice: args.splice,
+        empty: empty.as_ref(),
     };
     if let Some(steps) = args.steps {
         let guided = euler::Guided {

@@ -45,6 +45,8 @@ pub struct Job<'a> {
     pub seed: u64,
     /// Keep the planner's anchors in the output at the anchor positions (`--splice`).
     pub splice: bool,
+    /// The empty prompt's embedding, which guided planner steps contrast with the prompt.
+    pub empty: Option<&'a PromptEmbedding>,
 }
 
 /// What a finished (or interrupted) generation reports.
@@ -77,6 +79,10 @@ fn load_models<B: AttentionBackend>(job: &Job, text: &PromptEmbedding, device: &
     let runner = match dit {
         ServedDit::One(dit) => DitRunner::new(&dit, context, contract, noise),
         ServedDit::Roles { planner, renderer } => DitRunner::from_role_models(*planner, *renderer, context, contract, noise),
+    };
+    let runner = match job.empty.filter(|_| contract.planner_guided()) {
+        Some(empty) => runner.with_empty_prompt(empty.to_context::<B>(job.dit_config.text_len, device)?.unsqueeze()),
+        None => runner,
     };
     let vae =
         WanVae::<B>::load(job.vae, job.vae_config, device).with_context(|| format!("cannot load the VAE from {}", job.vae.display()))?;

@@ -148,7 +148,13 @@ impl Plan {
     pub fn describe(&self, schedule: ScheduleKind) -> String {
         let counts = self.graph.counts();
         let c = &self.graph.contract.config;
-        let anchors = if c.use_anchors { format!("Δ = {}, G = {}", c.anchor_stride, c.anchor_window) } else { "no anchors".into() };
+        let anchors = match (c.use_anchors, c.planner_steps) {
+            (false, _) => "no anchors".into(),
+            (true, 0) => format!("Δ = {}, G = {}", c.anchor_stride, c.anchor_window),
+            (true, n) => {
+                format!("Δ = {}, G = {}, planner {n} Euler steps, guidance {}", c.anchor_stride, c.anchor_window, c.planner_guidance)
+            }
+        };
         format!(
             "{} latents ({} frames, {:.2} s at {FPS} FPS), {}x{} px, schedule {} (S = {}, {anchors}, H = {}), executor {} on {} \
              worker(s); {} forwards ({} cache-update)",

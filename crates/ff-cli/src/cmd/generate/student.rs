@@ -17,8 +17,11 @@ pub const MANIFEST_FILE: &str = "flashforward.json";
 /// What a student was trained for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StudentManifest {
-    /// The contract config of its training rollouts (`DmdConfig::contract_config`): the
-    /// defaults of the contract flags; `latents` is replaced by the requested length.
+    /// The contract config of its training rollouts (`DmdConfig::contract_config`), and its
+    /// planner sampler (`train combine`): the defaults of the contract flags; `latents` is
+    /// replaced by the requested length. Fields a manifest lacks (added to the contract after it
+    /// was written) take their defaults.
+    #[serde(deserialize_with = "contract_with_defaults")]
     pub contract: ContractConfig,
     /// Frame height and width in pixels of its training clips (`--height` / `--width` default).
     pub frame_size: [usize; 2],
@@ -44,6 +47,21 @@ impl Vocabulary {
             false => Self::Open,
         }
     }
+}
+
+/// A manifest's contract, the fields it lacks at their defaults.
+fn contract_with_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<ContractConfig, D::Error> {
+    use serde::de::Error;
+    use serde_json::Value;
+    let mut value = Value::deserialize(d)?;
+    let latents = value.get("latents").and_then(Value::as_u64).ok_or_else(|| D::Error::custom("the contract has no `latents`"))?;
+    let defaults = serde_json::to_value(ContractConfig::new(latents as usize)).map_err(D::Error::custom)?;
+    if let (Value::Object(have), Value::Object(all)) = (&mut value, defaults) {
+        for (key, default) in all {
+            have.entry(key).or_insert(default);
+        }
+    }
+    serde_json::from_value(value).map_err(D::Error::custom)
 }
 
 impl StudentManifest {
@@ -130,6 +148,21 @@ mod tests {
         let world = ["a red circle bounces on a black background", "a green square moves up on a gray gradient background"];
         assert_eq!(Vocabulary::of_captions(world.into_iter()), Vocabulary::SmallWorld);
         assert_eq!(Vocabulary::of_captions(world.into_iter().chain(["a fox runs in the snow"])), Vocabulary::Open);
+    }
+
+    #[test]
+    fn a_manifest_older_than_the_planner_sampler_reads_with_the_distilled_stages() {
+        let old = r#"{"contract": {"latents": 81, "stages": 4, "anchor_stride": 10, "anchor_window": 3, "chunk": 3,
+            "planner_block": 3, "history": 5, "planner_context": 18, "context_window": 21, "shift": 5.0, "use_anchors": true},
+            "frame_size": [64, 64], "vocabulary": "small-world"}"#;
+        let manifest: StudentManifest = serde_json::from_str(old).unwrap();
+        assert_eq!((manifest.contract.planner_steps, manifest.contract.planner_guidance), (0, 1.0));
+        assert_eq!(manifest.contract, ContractConfig::new(81));
+        let sampler = old.replace("\"use_anchors\": true", "\"use_anchors\": true, \"planner_steps\": 50, \"planner_guidance\": 5.0");
+        let manifest: StudentManifest = serde_json::from_str(&sampler).unwrap();
+        assert_eq!((manifest.contract.planner_steps, manifest.contract.planner_guidance), (50, 5.0));
+        let err = serde_json::from_str::<StudentManifest>(&old.replace("\"latents\": 81, ", "")).unwrap_err().to_string();
+        assert!(err.contains("no `latents`"), "{err}");
     }
 
     #[test]

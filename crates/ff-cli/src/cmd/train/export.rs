@@ -15,7 +15,8 @@ use crate::cmd::generate::student::StudentManifest;
 use crate::video::write_atomic;
 use anyhow::{Context, Result};
 use ff_model::DitConfig;
-use ff_train::checkpoint::{export_roles, load_dit, write_tensors};
+use ff_model::Role;
+use ff_train::checkpoint::{export_role, export_roles, load_dit, write_tensors};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -42,6 +43,14 @@ pub fn export_student(dit: &DitConfig, run: &Path, manifest: &StudentManifest) -
     export_roles(&model, &dir).with_context(|| format!("cannot export the student of {}", run.display()))?;
     manifest.write(&dir)?;
     Ok(dir)
+}
+
+/// Writes the merged planner role of the newest checkpoint of the run `run` (a Phase 1 or 2 run)
+/// into `dir/planner/`.
+pub fn write_planner(dit: &DitConfig, run: &Path, dir: &Path) -> Result<()> {
+    let model =
+        load_dit::<CpuBackend>(dit, run, &cpu_device()).with_context(|| format!("cannot load the planner run {}", run.display()))?;
+    export_role(&model, Role::Planner, dir).with_context(|| format!("cannot export the planner of {}", run.display()))
 }
 
 /// Writes `dir/config.json` (creating `dir`).

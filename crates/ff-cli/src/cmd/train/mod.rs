@@ -2,6 +2,7 @@
 //! (`ff_train::engine`), config file conventions ([`config`]), progress bar, metrics log and
 //! checkpoints ([`run`]).
 
+mod combine;
 mod config;
 mod dmd;
 mod export;
@@ -31,6 +32,8 @@ enum Command {
     Dmd(dmd::Args),
     /// The small world's teacher: a bidirectional DiT from scratch, flow matching with text dropout.
     Teacher(teacher::Args),
+    /// A student with another run's planner (a Phase 1 run's), sampled by guided Euler steps.
+    Combine(combine::Args),
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -39,5 +42,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Command::Vae(args) => vae::run(args),
         Command::Dmd(args) => dmd::run(args),
         Command::Teacher(args) => teacher::run(args),
+        Command::Combine(args) => combine::run(args),
     }
 }

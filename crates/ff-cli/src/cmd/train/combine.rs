@@ -1,0 +1,65 @@
+//! `flashforward train combine`: a student whose planner is another run's, sampled by guided
+//! Euler steps. Phase 2 distils the planner to the renderer's `S` stages and, in the small world,
+//! loses the long-horizon motion its Phase 1 planner has (docs/RESULTS.md, "The Phase 1 planner,
+//! sampled by guided Euler steps"); this writes a student folder with:
+//!
+//! * `planner/`: the merged planner role of the newest checkpoint of `--planner` (a Phase 1 run);
+//! * `renderer/` and `config.json`: copied from the exported student `--student`;
+//! * `flashforward.json`: the student's manifest with the planner sampler set
+//!   (`planner_steps`, `planner_guidance` of its contract), written last.
+
+use super::export::write_planner;
+use crate::cmd::generate::student::StudentManifest;
+use anyhow::{Context, Result, bail};
+use ff_model::DitConfig;
+use ff_train::checkpoint::{ROLE_FOLDERS, ROLE_WEIGHTS};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The run (or checkpoint) whose planner role the student takes: a Phase 1 run.
+    #[arg(long)]
+    planner: PathBuf,
+    /// The exported student whose renderer, DiT config and manifest are kept (`RUN/transformer/`).
+    #[arg(long)]
+    student: PathBuf,
+    /// Euler steps of the planner's sampler.
+    #[arg(long)]
+    planner_steps: usize,
+    /// Classifier-free guidance of each planner step against the empty prompt (1: unguided).
+    #[arg(long, default_value_t = 5.0)]
+    planner_guidance: f64,
+    /// The student folder to write (created; its files are replaced).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    if args.planner_steps == 0 {
+        bail!("--planner-steps must be at least 1: the combined planner is sampled by Euler steps");
+    }
+    let student = &args.student;
+    let Some(mut manifest) = StudentManifest::read(student)? else {
+        bail!("{}: not an exported student (no flashforward.json)", student.display());
+    };
+    let config_path = student.join("config.json");
+    let dit = DitConfig::from_json(&config_path).with_context(|| format!("cannot read the DiT config {}", config_path.display()))?;
+    (manifest.contract.planner_steps, manifest.contract.planner_guidance) = (args.planner_steps, args.planner_guidance);
+    ff_sched::Contract::new(manifest.contract_at(manifest.contract.latents)).context("the combined student's contract")?;
+
+    let out = &args.out;
+    write_planner(&dit, &args.planner, out)?;
+    let copy = |from: PathBuf, to: PathBuf| -> Result<()> {
+        std::fs::create_dir_all(to.parent().expect("a file in a folder")).with_context(|| format!("cannot create {}", to.display()))?;
+        let tmp = to.with_extension("tmp");
+        std::fs::copy(&from, &tmp).with_context(|| format!("cannot copy {} to {}", from.display(), tmp.display()))?;
+        std::fs::rename(&tmp, &to).with_context(|| format!("cannot rename {} to {}", tmp.display(), to.display()))
+    };
+    let renderer = ROLE_FOLDERS[1].1;
+    copy(student.join(renderer).join(ROLE_WEIGHTS), out.join(renderer).join(ROLE_WEIGHTS))?;
+    copy(config_path, out.join("config.json"))?;
+    manifest.write(out)?;
+    println!("{}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
