@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Gives the default model's student the planner of a longer Phase 1, sampled by guided Euler steps
+# (issue 11; docs/RESULTS.md, "The Phase 1 planner, sampled by guided Euler steps"), and installs
+# it when it scores better:
+#   SFT=/work/world-runs/default/sft scripts/world/euler-planner.sh
+#   1. Phase 1 continued: a copy of the Phase 1 run SFT (scripts/train-default.sh's, 600 steps)
+#      trained on to SFT_STEPS steps (default 1000) with the same config and seed (resumable);
+#   2. `train combine`: its planner role merged, beside the installed student's renderer
+#      (MODEL/transformer/, copied first), sampled by PLANNER_STEPS Euler steps (default 50)
+#      guided at GUIDANCE (default 5) against the empty prompt: the `planner_steps` and
+#      `planner_guidance` of the student's contract in its flashforward.json;
+#   3. both students on the same PROMPTS held-out prompts at 5 s (default 128);
+#   4. the combined student replaces MODEL/transformer/ only when its prompt accuracy is higher by
+#      more than two standard errors of the paired per-prompt difference (as
+#      scripts/world/continue-dmd.sh), and RUNS/verdict.txt records the verdict.
+# LATENTS (default RUNS/latents-20s; train-default.sh passes its own), SFT_CONFIG (default
+# scripts/world/sft.toml), DEVICES (default cpu:0,1), RUNS (default /work/world-runs/planner),
+# BIN, MODEL, NICE as in scripts/train-default.sh.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${BIN:-target/release/flashforward}
+MODEL=${MODEL:-models/world}
+RUNS=${RUNS:-/work/world-runs/planner}
+SFT=${SFT:?the Phase 1 run to continue (scripts/train-default.sh: RUNS/sft)}
+LATENTS=${LATENTS:-$RUNS/latents-20s}
+SFT_CONFIG=${SFT_CONFIG:-scripts/world/sft.toml}
+SFT_STEPS=${SFT_STEPS:-1000}
+PLANNER_STEPS=${PLANNER_STEPS:-50}
+GUIDANCE=${GUIDANCE:-5}
+PROMPTS=${PROMPTS:-128}
+DEVICES=${DEVICES:-cpu:0,1}
+NICE=${NICE:-nice -n 5}
+[ -x "$BIN" ] || cargo build --release -p ff-cli
+mkdir -p "$RUNS"
+source scripts/world/stage.sh
+
+BASE="$RUNS/base"
+student_base "$MODEL" "$BASE"
+[ -e "$RUNS/start/flashforward.json" ] || { rm -rf "$RUNS/start"; cp -r "$MODEL/transformer" "$RUNS/start"; }
+
+# 1. Phase 1 on to SFT_STEPS steps, in a copy (SFT stays the 600-step run Phase 2 started from).
+sft() {
+    [ -d "$RUNS/sft" ] || { rm -rf "$RUNS/sft.tmp"; cp -r "$SFT" "$RUNS/sft.tmp"; mv "$RUNS/sft.tmp" "$RUNS/sft"; }
+    $NICE "$BIN" train sft --model-dir "$BASE" --out "$RUNS/sft" --seed 0 --data "$LATENTS" --config "$SFT_CONFIG" \
+        --steps "$SFT_STEPS" --devices "$DEVICES" --resume
+    touch "$RUNS/sft/.complete-$SFT_STEPS"
+}
+stage sft "$RUNS/sft/.complete-$SFT_STEPS" sft
+
+# 2. The combined student.
+combine() {
+    rm -rf "$RUNS/combined"
+    "$BIN" train combine --planner "$RUNS/sft" --student "$RUNS/start" --planner-steps "$PLANNER_STEPS" \
+        --planner-guidance "$GUIDANCE" --out "$RUNS/combined"
+}
+stage combine "$RUNS/combined/flashforward.json" combine
+
+# 3. Scores (eval.sh reuses the videos of a smaller count in the same folder).
+score() {
+    local name=$1 dit=$2
+    scripts/world/eval.sh "$RUNS/eval-$name" "$PROMPTS" 5 --dit "$dit"
+    cp "$RUNS/eval-$name/eval.json" "$RUNS/eval-$name/eval-$PROMPTS.json"
+}
+stage eval-start "$RUNS/eval-start/eval-$PROMPTS.json" score start "$RUNS/start"
+stage eval-combined "$RUNS/eval-combined/eval-$PROMPTS.json" score combined "$RUNS/combined"
+
+# 4. The verdict.
+verdict=$(paired_verdict "$RUNS/eval-start/eval-$PROMPTS.json" "$RUNS/eval-combined/eval-$PROMPTS.json")
+read -r before after diff se better <<< "$verdict"
+echo "prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, combined $after (difference $diff, standard error $se)"
+if [ "$better" = better ]; then
+    install_export "$RUNS/combined" "$MODEL/transformer"
+    echo "installed as $MODEL/transformer/"
+else
+    echo "kept the installed student: the combined one is not better by two standard errors"
+fi
+echo "$PROMPTS $verdict" > "$RUNS/verdict.txt"
