@@ -58,22 +58,7 @@ dmd() {
 }
 stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
 
-# Scores of the start and of the export, with the shipped codec and text encoder, kept per
-# prompt count (eval.sh reuses the videos of a smaller count in the same folder).
-score() {
-    local name=$1 dit=$2
-    scripts/world/eval.sh "$RUNS/eval-$name" "$PROMPTS" 5 --dit "$dit"
-    cp "$RUNS/eval-$name/eval.json" "$RUNS/eval-$name/eval-$PROMPTS.json"
-}
-stage eval-start "$RUNS/eval-start/eval-$PROMPTS.json" score start "$RUNS/start"
-stage eval-export "$RUNS/eval-export/eval-$PROMPTS.json" score export "$RUNS/dmd/transformer"
-verdict=$(paired_verdict "$RUNS/eval-start/eval-$PROMPTS.json" "$RUNS/eval-export/eval-$PROMPTS.json")
-read -r before after diff se better <<< "$verdict"
-echo "prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, continued $after (difference $diff, standard error $se)"
-if [ "$better" = better ]; then
-    install_export "$RUNS/dmd/transformer" "$MODEL/transformer"
-    echo "installed as $MODEL/transformer/"
-else
-    echo "kept the installed student: the continuation is not better by two standard errors"
-fi
-echo "$PROMPTS $verdict" > "$RUNS/verdict.txt"
+# Scores of the start and of the export, and the verdict.
+stage eval-start "$RUNS/eval-start/eval-$PROMPTS.json" student_score "$RUNS" start "$RUNS/start"
+stage eval-export "$RUNS/eval-export/eval-$PROMPTS.json" student_score "$RUNS" export "$RUNS/dmd/transformer"
+install_if_better "$RUNS" export "$RUNS/dmd/transformer" "$MODEL/transformer"

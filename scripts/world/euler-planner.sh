@@ -55,23 +55,7 @@ combine() {
 }
 stage combine "$RUNS/combined/flashforward.json" combine
 
-# 3. Scores (eval.sh reuses the videos of a smaller count in the same folder).
-score() {
-    local name=$1 dit=$2
-    scripts/world/eval.sh "$RUNS/eval-$name" "$PROMPTS" 5 --dit "$dit"
-    cp "$RUNS/eval-$name/eval.json" "$RUNS/eval-$name/eval-$PROMPTS.json"
-}
-stage eval-start "$RUNS/eval-start/eval-$PROMPTS.json" score start "$RUNS/start"
-stage eval-combined "$RUNS/eval-combined/eval-$PROMPTS.json" score combined "$RUNS/combined"
-
-# 4. The verdict.
-verdict=$(paired_verdict "$RUNS/eval-start/eval-$PROMPTS.json" "$RUNS/eval-combined/eval-$PROMPTS.json")
-read -r before after diff se better <<< "$verdict"
-echo "prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, combined $after (difference $diff, standard error $se)"
-if [ "$better" = better ]; then
-    install_export "$RUNS/combined" "$MODEL/transformer"
-    echo "installed as $MODEL/transformer/"
-else
-    echo "kept the installed student: the combined one is not better by two standard errors"
-fi
-echo "$PROMPTS $verdict" > "$RUNS/verdict.txt"
+# 3. Scores; 4. the verdict.
+stage eval-start "$RUNS/eval-start/eval-$PROMPTS.json" student_score "$RUNS" start "$RUNS/start"
+stage eval-combined "$RUNS/eval-combined/eval-$PROMPTS.json" student_score "$RUNS" combined "$RUNS/combined"
+install_if_better "$RUNS" combined "$RUNS/combined" "$MODEL/transformer"

@@ -61,3 +61,29 @@ paired_verdict() {
         | "\($in[0].prompt_accuracy) \($in[1].prompt_accuracy) \($m) \($se) \(if $m > 2 * $se then "better" else "not-better" end)"' \
         "$1" "$2"
 }
+
+# student_score RUNS NAME DIT: DIT (a student folder) on PROMPTS held-out prompts at 5 s with the shipped
+# codec and text encoder (scripts/world/eval.sh), kept per prompt count as
+# RUNS/eval-NAME/eval-PROMPTS.json (eval.sh reuses the videos of a smaller count in the folder).
+student_score() {
+    local runs=$1 name=$2 dit=$3
+    BIN="$BIN" NICE="$NICE" scripts/world/eval.sh "$runs/eval-$name" "$PROMPTS" 5 --dit "$dit"
+    cp "$runs/eval-$name/eval.json" "$runs/eval-$name/eval-$PROMPTS.json"
+}
+
+# install_if_better RUNS NAME FOLDER DEST: the paired verdict of RUNS/eval-start against
+# RUNS/eval-NAME (both scored by `student_score`); FOLDER (the student NAME scored) replaces DEST only
+# when it is better by two standard errors. Writes RUNS/verdict.txt.
+install_if_better() {
+    local runs=$1 name=$2 folder=$3 dest=$4 verdict before after diff se better
+    verdict=$(paired_verdict "$runs/eval-start/eval-$PROMPTS.json" "$runs/eval-$name/eval-$PROMPTS.json")
+    read -r before after diff se better <<< "$verdict"
+    echo "prompt accuracy on $PROMPTS held-out prompts at 5 s: installed $before, $name $after (difference $diff, standard error $se)"
+    if [ "$better" = better ]; then
+        install_export "$folder" "$dest"
+        echo "installed as $dest/"
+    else
+        echo "kept the installed student: $name is not better by two standard errors"
+    fi
+    echo "$PROMPTS $verdict" > "$runs/verdict.txt"
+}
