@@ -83,3 +83,15 @@ fn simulate_creates_the_trace_folder() {
     assert!(path.is_file() && dir.join("ff.svg").is_file());
     std::fs::remove_dir_all(dir.parent().unwrap().parent().unwrap()).unwrap();
 }
+
+#[test]
+fn bench_runs_guided_planner_steps() {
+    let mut args = vec!["bench"];
+    args.extend(SMALL);
+    args.extend(["--planner-steps", "3", "--planner-guidance", "4", "--height", "16", "--width", "16"]);
+    args.extend(["--schedules", "flashforward", "--executors", "serial,batched", "--warmup", "0", "--json"]);
+    let out = flashforward(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+}

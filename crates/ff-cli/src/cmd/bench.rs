@@ -176,10 +176,11 @@ fn bench<B: AttentionBackend>(args: &Args, [height, width]: [usize; 2], devices:
     let config = preset(&args.config)?;
     <B as burn::tensor::backend::Backend>::seed(&device, args.seed);
     let model: WanDit<B> = config.init(&device);
-    let text = Tensor::<B, 3>::random([1, args.text_tokens, config.text_dim], Distribution::Normal(0.0, 1.0), &device);
+    let text = || Tensor::<B, 3>::random([1, args.text_tokens, config.text_dim], Distribution::Normal(0.0, 1.0), &device);
     let contract = args.contract.contract()?;
     let noise = NoiseSpec { seed: args.seed, channels: config.in_channels, height, width };
-    let runner = DitRunner::new(&model, text, &contract, noise);
+    // A random prompt, and a random "empty" one for guided planner steps (`--planner-guidance`).
+    let runner = DitRunner::new(&model, text(), &contract, noise).with_empty_prompt(text());
     let mut rows: Vec<Row> = Vec::new();
     for &schedule in &args.schedules {
         let graph = schedule.build(&contract)?;
