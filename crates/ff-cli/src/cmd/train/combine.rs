@@ -9,7 +9,7 @@
 //!   (`planner_steps`, `planner_guidance` of its contract), written last.
 
 use super::export::write_planner;
-use crate::cmd::generate::student::StudentManifest;
+use crate::cmd::generate::student::{MANIFEST_FILE, StudentManifest};
 use anyhow::{Context, Result, bail};
 use ff_model::DitConfig;
 use ff_train::checkpoint::{ROLE_FOLDERS, ROLE_WEIGHTS};
@@ -48,7 +48,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     (manifest.contract.planner_steps, manifest.contract.planner_guidance) = (args.planner_steps, args.planner_guidance);
     ff_sched::Contract::new(manifest.contract_at(manifest.contract.latents)).context("the combined student's contract")?;
 
+    // The manifest marks a complete student folder: an old one goes first, the new one last.
     let out = &args.out;
+    let manifest_path = out.join(MANIFEST_FILE);
+    if manifest_path.is_file() {
+        std::fs::remove_file(&manifest_path).with_context(|| format!("cannot remove {}", manifest_path.display()))?;
+    }
     write_planner(&dit, &args.planner, out)?;
     let copy = |from: PathBuf, to: PathBuf| -> Result<()> {
         std::fs::create_dir_all(to.parent().expect("a file in a folder")).with_context(|| format!("cannot create {}", to.display()))?;
