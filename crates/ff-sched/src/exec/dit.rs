@@ -58,23 +58,23 @@ impl Roles {
     }
 }
 
-/// A role's model and the prompt's cross-attention K/V under it (and the empty prompt's, for
-/// guided planner steps).
+/// A role's model and the prompt's cross-attention K/V under it (and, for guided planner steps,
+/// the prompt's and the empty prompt's as a batch of two).
 #[derive(Clone)]
 struct RoleModel<B: AttentionBackend> {
     model: WanDit<B>,
     text: TextContext<B>,
-    empty: Option<TextContext<B>>,
+    guided: Option<TextContext<B>>,
 }
 
 impl<B: AttentionBackend> RoleModel<B> {
     fn new(model: WanDit<B>, text: Tensor<B, 3>) -> Self {
-        Self { text: model.text_context(text), model, empty: None }
+        Self { text: model.text_context(text), model, guided: None }
     }
 
     fn to_device(&self, device: &B::Device) -> Self {
         let move_text = |t: &TextContext<B>| TextContext { layers: t.layers.iter().map(|l| move_layer(l, device)).collect() };
-        Self { model: self.model.clone().to_device(device), text: move_text(&self.text), empty: self.empty.as_ref().map(move_text) }
+        Self { model: self.model.clone().to_device(device), text: move_text(&self.text), guided: self.guided.as_ref().map(move_text) }
     }
 }
 
@@ -138,7 +138,9 @@ impl<B: AttentionBackend> DitRunner<B> {
     /// planner steps contrast with the prompt.
     pub fn with_empty_prompt(mut self, empty: Tensor<B, 3>) -> Self {
         if let Some(p) = self.planner.as_mut() {
-            p.empty = Some(p.model.text_context(empty));
+            let empty = p.model.text_context(empty);
+            let pairs = p.text.layers.iter().zip(empty.layers).map(|(c, e)| LayerKv::stack(vec![c.clone(), e]));
+            p.guided = Some(TextContext { layers: pairs.collect() });
         }
         self
     }
@@ -218,25 +220,23 @@ impl<B: AttentionBackend> DitRunner<B> {
         })
     }
 
-    /// The text contexts of `n` batch elements of `node`'s model: the prompt's, and for a
-    /// guided step the empty prompt's after them (`2n` elements); the guidance scale if guided.
+    /// The text context of `n` nodes of `node`'s model: the prompt's, or for a guided step the
+    /// prompt's and the empty prompt's for each node in turn (`2n` elements); the guidance scale
+    /// if guided.
     fn text(&self, node: &Node, n: usize) -> Result<(TextContext<B>, Option<f64>)> {
         let m = self.model(node)?;
         let guidance = self.planner_guidance.filter(|_| node.passes == 2);
         let Some(g) = guidance else { return Ok((m.text.clone(), None)) };
-        let empty = m.empty.as_ref().ok_or_else(|| SchedError::Worker {
+        let pair = m.guided.as_ref().ok_or_else(|| SchedError::Worker {
             worker: 0,
             reason: format!(
                 "node {} is a guided planner step and the runner has no empty prompt (see DitRunner::with_empty_prompt)",
                 node.id
             ),
         })?;
-        let repeat = |l: &LayerKv<B>| (l.k.clone().repeat_dim(0, n), l.v.clone().repeat_dim(0, n));
-        let layers = m.text.layers.iter().zip(&empty.layers).map(|(c, e)| {
-            let ((ck, cv), (ek, ev)) = (repeat(c), repeat(e));
-            LayerKv { k: Tensor::cat(vec![ck, ek], 0), v: Tensor::cat(vec![cv, ev], 0) }
-        });
-        Ok((TextContext { layers: layers.collect() }, Some(g)))
+        let repeat = |l: &LayerKv<B>| LayerKv { k: l.k.clone().repeat_dim(0, n), v: l.v.clone().repeat_dim(0, n) };
+        let text = if n == 1 { pair.clone() } else { TextContext { layers: pair.layers.iter().map(repeat).collect() } };
+        Ok((text, Some(g)))
     }
 
     /// x0 from the velocity (or the next Euler latent of a planner step), and the entries to
@@ -288,10 +288,10 @@ impl<B: AttentionBackend> DitRunner<B> {
         let keys = nodes.iter().zip(reads).map(|(n, r)| self.windows.prepare(n, r)).collect::<Result<Vec<_>>>()?;
         let n = nodes.len();
         let (text, guidance) = self.text(nodes[0], n)?;
-        // A guided step's batch repeats the nodes: element b runs node b mod n (its window,
-        // layout, timesteps and input), under the prompt for b < n, the empty prompt after.
+        // A guided step's batch runs each node twice in a row (its window, layout, timesteps and
+        // input): element 2i under the prompt, 2i + 1 under the empty prompt.
         let passes = if guidance.is_some() { 2 } else { 1 };
-        let node_of = |b: usize| b % n;
+        let node_of = |b: usize| b / passes;
         let ctx = BatchContext::new((0..n * passes).map(|b| keys[node_of(b)].map(|k| self.windows.window(k))).collect());
         let layouts: Vec<FrameLayout> =
             (0..n * passes).map(|b| FrameLayout::frames(nodes[node_of(b)].positions.clone(), Role::Base)).collect();
@@ -303,9 +303,12 @@ impl<B: AttentionBackend> DitRunner<B> {
             .model
             .forward_chunks(batch, &timesteps, &layouts, &text, &ctx)
             .map_err(|source| SchedError::Model { node: first, source })?;
-        let prediction = match guidance {
-            Some(g) => ff_model::flow::cfg(out.prediction.clone().narrow(0, n, n), out.prediction.narrow(0, 0, n), g),
-            None => out.prediction,
+        let velocity = |b: usize| {
+            let v = |e: usize| out.prediction.clone().narrow(0, e, 1);
+            match guidance {
+                Some(g) => ff_model::flow::cfg(v(2 * b + 1), v(2 * b), g),
+                None => v(b),
+            }
         };
         for (node, key) in nodes.iter().zip(&keys) {
             if let Some(k) = key {
@@ -316,7 +319,7 @@ impl<B: AttentionBackend> DitRunner<B> {
             .iter()
             .zip(inputs)
             .enumerate()
-            .map(|(b, (node, x))| self.finish(node, x, prediction.clone().narrow(0, b, 1), out.kv.batch_element(b)))
+            .map(|(b, (node, x))| self.finish(node, x, velocity(b), out.kv.batch_element(b * passes)))
             .collect())
     }
 }
