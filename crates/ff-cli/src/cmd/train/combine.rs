@@ -10,6 +10,7 @@
 
 use super::export::write_planner;
 use crate::cmd::generate::student::{MANIFEST_FILE, StudentManifest};
+use crate::video::write_atomic;
 use anyhow::{Context, Result, bail};
 use ff_model::DitConfig;
 use ff_train::checkpoint::{ROLE_FOLDERS, ROLE_WEIGHTS};
@@ -57,9 +58,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     write_planner(&dit, &args.planner, out)?;
     let copy = |from: PathBuf, to: PathBuf| -> Result<()> {
         std::fs::create_dir_all(to.parent().expect("a file in a folder")).with_context(|| format!("cannot create {}", to.display()))?;
-        let tmp = to.with_extension("tmp");
-        std::fs::copy(&from, &tmp).with_context(|| format!("cannot copy {} to {}", from.display(), tmp.display()))?;
-        std::fs::rename(&tmp, &to).with_context(|| format!("cannot rename {} to {}", tmp.display(), to.display()))
+        let mut file = std::fs::File::open(&from).with_context(|| format!("cannot read {}", from.display()))?;
+        write_atomic(&to, |w| Ok(std::io::copy(&mut file, w).map(drop)?))
     };
     let renderer = ROLE_FOLDERS[1].1;
     copy(student.join(renderer).join(ROLE_WEIGHTS), out.join(renderer).join(ROLE_WEIGHTS))?;
