@@ -39,11 +39,9 @@ NICE=${NICE:-nice -n 5}
 mkdir -p "$RUNS"
 source scripts/world/stage.sh
 
-# The run's model directory (as scripts/train-default.sh's), and the student it starts from,
-# copied (the install below replaces MODEL/transformer/, which a resumed run still reads).
+# The run's model directory (as scripts/train-default.sh's) and the student it starts from.
+student_start "$MODEL" "$RUNS"
 BASE="$RUNS/base"
-student_base "$MODEL" "$BASE"
-[ -e "$RUNS/start/flashforward.json" ] || { rm -rf "$RUNS/start"; cp -r "$MODEL/transformer" "$RUNS/start"; }
 
 latents() {
     $NICE "$BIN" world-latents --model-dir "$MODEL" --out "$LATENTS" --clips "$CLIPS" --seconds 20 --seed 2

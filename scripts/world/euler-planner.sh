@@ -13,16 +13,16 @@
 #   4. the combined student replaces MODEL/transformer/ only when its prompt accuracy is higher by
 #      more than two standard errors of the paired per-prompt difference (as
 #      scripts/world/continue-dmd.sh), and RUNS/verdict.txt records the verdict.
-# LATENTS (default RUNS/latents-20s; train-default.sh passes its own), SFT_CONFIG (default
-# scripts/world/sft.toml), DEVICES (default cpu:0,1), RUNS (default /work/world-runs/planner),
-# BIN, MODEL, NICE as in scripts/train-default.sh.
+# LATENTS (required: the Phase 1 run's 20 s latent shards; train-default.sh passes its own),
+# SFT_CONFIG (default scripts/world/sft.toml), DEVICES (default cpu:0,1), RUNS (default
+# /work/world-runs/planner), BIN, MODEL, NICE as in scripts/train-default.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-target/release/flashforward}
 MODEL=${MODEL:-models/world}
 RUNS=${RUNS:-/work/world-runs/planner}
 SFT=${SFT:?the Phase 1 run to continue (scripts/train-default.sh: RUNS/sft)}
-LATENTS=${LATENTS:-$RUNS/latents-20s}
+LATENTS=${LATENTS:?the 20 s latent shards Phase 1 trained on (scripts/train-default.sh: RUNS/latents-20s)}
 SFT_CONFIG=${SFT_CONFIG:-scripts/world/sft.toml}
 SFT_STEPS=${SFT_STEPS:-1000}
 PLANNER_STEPS=${PLANNER_STEPS:-50}
@@ -34,9 +34,8 @@ NICE=${NICE:-nice -n 5}
 mkdir -p "$RUNS"
 source scripts/world/stage.sh
 
+student_start "$MODEL" "$RUNS"
 BASE="$RUNS/base"
-student_base "$MODEL" "$BASE"
-[ -e "$RUNS/start/flashforward.json" ] || { rm -rf "$RUNS/start"; cp -r "$MODEL/transformer" "$RUNS/start"; }
 
 # 1. Phase 1 on to SFT_STEPS steps, in a copy (SFT stays the 600-step run Phase 2 started from).
 sft() {

@@ -29,6 +29,15 @@ student_base() {
     ln -sfn "$(realpath "$model/vae-w8")" "$base/vae"
 }
 
+# student_start MODEL RUNS: student_base MODEL RUNS/base, and the installed student copied to
+# RUNS/start, the student a continuation starts from and is scored against (the install replaces
+# MODEL/transformer/, which a resumed run still reads).
+student_start() {
+    local model=$1 runs=$2
+    student_base "$model" "$runs/base"
+    [ -e "$runs/start/flashforward.json" ] || { rm -rf "$runs/start"; cp -r "$model/transformer" "$runs/start"; }
+}
+
 # install_export EXPORT DEST: the folder EXPORT (a run's transformer/) becomes DEST (MODEL/transformer
 # or MODEL/teacher), replaced whole, never half-written.
 install_export() {
