@@ -90,10 +90,10 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
     ]);
 
     // `train dmd` of the student `dit` into `out`.
-    let dmd = |dit: &Path, out: &Path, steps: &str, seed: &str, config: &Path| {
+    let dmd_args = |dit: &Path, out: &Path, steps: &str, seed: &str, config: &Path| {
         let (model, teacher, data) = (path(&model), path(&teacher), path(&data));
         let (dit, out, config) = (path(dit), path(out), path(config));
-        ok(&[
+        [
             "train",
             "dmd",
             "--model-dir",
@@ -112,7 +112,12 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
             seed,
             "--config",
             &config,
-        ])
+        ]
+        .map(String::from)
+    };
+    let dmd = |dit: &Path, out: &Path, steps: &str, seed: &str, config: &Path| {
+        let args = dmd_args(dit, out, steps, seed, config);
+        ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
     };
     let before = snapshot(&teacher);
     let log = dmd(&phase1, &phase2, "2", "3", &dmd_toml);
@@ -211,6 +216,28 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
     let (log, combined_frames) = frames(&combined, &[], "combined-frames/");
     assert!(log.contains("planner 3 Euler steps, guidance 2") && log.contains("9 forwards (1 cache-update)"), "{log}");
     assert!(!combined_frames.is_empty() && combined_frames != exported, "the planner's anchors reach the video");
+
+    // Phase 2 of the renderer alone beside the combined student's frozen planner, sampled as the
+    // manifest says: the export keeps that planner and trains the renderer.
+    let frozen_toml = root.join("frozen.toml");
+    write(&frozen_toml, DMD_TOML.replace("[dmd]\n", "[dmd]\nplanner_steps = 3\nplanner_guidance = 2.0\n"));
+    let (phase4, combined_dir) = (root.join("phase4"), path(&combined));
+    let frozen_args = dmd_args(&combined, &phase4, "1", "5", &frozen_toml);
+    let frozen_args: Vec<&str> = frozen_args.iter().map(String::as_str).chain(["--planner", &combined_dir]).collect();
+    let log = ok(&frozen_args);
+    assert!(log.contains("planner_steps = 3") && log.contains("planner = "), "{log}");
+    let renderer = phase4.join("transformer");
+    assert_eq!(weights(&renderer, "planner"), weights(&combined, "planner"), "the frozen planner is the export's");
+    assert_ne!(weights(&renderer, "renderer"), weights(&combined, "renderer"), "the renderer trained");
+    let manifest: serde_json::Value = serde_json::from_str(&fs::read_to_string(renderer.join("flashforward.json")).unwrap()).unwrap();
+    assert_eq!((manifest["contract"]["planner_steps"].as_u64(), manifest["contract"]["planner_guidance"].as_f64()), (Some(3), Some(2.0)));
+    let mut without_steps = dmd_args(&combined, &root.join("phase5"), "1", "5", &dmd_toml).to_vec();
+    without_steps.extend(["--planner".to_string(), combined_dir.clone()]);
+    let err = flashforward(&without_steps.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!err.status.success() && String::from_utf8_lossy(&err.stderr).contains("needs [dmd] planner_steps > 0"));
+    let err = flashforward(&frozen_args[..frozen_args.len() - 2]);
+    assert!(!err.status.success() && String::from_utf8_lossy(&err.stderr).contains("planner_steps = 3 samples a frozen planner"));
+
     let err = flashforward(&[&args[..6], &["--planner-steps", "0", "--out", &path(&root.join("c0"))]].concat());
     assert!(!err.status.success() && String::from_utf8_lossy(&err.stderr).contains("--planner-steps must be at least 1"));
     let err =

@@ -12,6 +12,8 @@ pub enum TrainError {
     Data { path: PathBuf, message: String },
     #[error("{0}")]
     Model(#[from] ff_model::ModelError),
+    #[error("{0}")]
+    Sched(#[from] ff_sched::SchedError),
     #[error("invalid training configuration: {0}")]
     Config(String),
     #[error("{path}: {message}")]

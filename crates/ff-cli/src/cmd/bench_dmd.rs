@@ -94,7 +94,7 @@ fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyho
     };
     let data = InMemoryClips(vec![clip]);
     let train = DmdConfig::generator_defaults().with_batch(1).with_lora_rank(a.lora_rank).with_lora_alpha(a.lora_rank as f64);
-    let shared = DmdShared::new(dmd, teacher, vae, empty)?;
+    let shared = DmdShared::new(dmd, teacher, vae, empty, None)?;
     let mut trainer = DmdTrainer::new(train, student, vec![device.clone()], critic, vec![device.clone()], shared, 1)?;
     let cpu = a.devices.is_host();
     let sync = || B::sync(device).map_err(|e| anyhow::anyhow!("device sync: {e:?}"));

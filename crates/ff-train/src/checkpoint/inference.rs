@@ -74,14 +74,39 @@ pub fn export_role<B: AttentionBackend>(model: &WanDit<B>, role: Role, dir: &Pat
     if model.role_embedding.is_none() {
         return Err(checkpoint_error("the model to export has no planner/renderer roles".into()));
     }
-    let (_, name) = ROLE_FOLDERS
-        .iter()
-        .find(|(r, _)| *r == role)
-        .ok_or_else(|| checkpoint_error(format!("{role:?} is not an exported role (planner or renderer)")))?;
+    if !ROLE_FOLDERS.iter().any(|(r, _)| *r == role) {
+        return Err(checkpoint_error(format!("{role:?} is not an exported role (planner or renderer)")));
+    }
+    write_role_model(&model.merge(role), role, dir)
+}
+
+/// Writes the plain DiT `model` as role `role` of the student folder `dir` (`dir/planner/` or
+/// `dir/renderer/`, atomically), e.g. a frozen planner beside a trained renderer.
+pub fn write_role_model<B: AttentionBackend>(model: &WanDit<B>, role: Role, dir: &Path) -> Result<()> {
+    let checkpoint_error = |message: String| TrainError::Checkpoint { path: dir.to_path_buf(), message };
+    if model.role_embedding.is_some() {
+        return Err(checkpoint_error(format!("the {role:?} model to write still has roles: merge it first")));
+    }
+    let Some((_, name)) = ROLE_FOLDERS.iter().find(|(r, _)| *r == role) else {
+        return Err(checkpoint_error(format!("{role:?} is not an exported role (planner or renderer)")));
+    };
     let folder = dir.join(name);
     std::fs::create_dir_all(&folder).map_err(|source| TrainError::Io { path: folder.clone(), source })?;
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    write_tensors(&folder.join(ROLE_WEIGHTS), model.merge(role).file_tensors(|_| true)?, metadata)
+    write_tensors(&folder.join(ROLE_WEIGHTS), model.file_tensors(|_| true)?, metadata)
+}
+
+/// A planner as one plain DiT: an exported student's `planner/`, the merged planner role of a
+/// run or checkpoint with roles (Phase 1 or 2), or plain DiT weights.
+pub fn load_planner<B: AttentionBackend>(config: &DitConfig, path: &Path, device: &B::Device) -> Result<WanDit<B>> {
+    if let Some([planner, _]) = exported_roles(path)? {
+        return Ok(WanDit::load(config, &planner, device)?);
+    }
+    let model = load_dit::<B>(config, path, device)?;
+    Ok(match model.role_embedding {
+        Some(_) => model.merge(Role::Planner),
+        None => model,
+    })
 }
 
 /// The DiT at `path` on `device`: a run directory (its newest checkpoint), a checkpoint folder

@@ -29,7 +29,8 @@ mod unmerge;
 
 pub use files::{Stored, read_tensors, write_tensors, write_tensors_as};
 pub use inference::{
-    ROLE_FOLDERS, ROLE_WEIGHTS, ServedDit, export_role, export_roles, exported_roles, load_dit, load_served, merged_weights,
+    ROLE_FOLDERS, ROLE_WEIGHTS, ServedDit, export_role, export_roles, exported_roles, load_dit, load_planner, load_served, merged_weights,
+    write_role_model,
 };
 pub use module::{ModuleCheckpointState, load_module_ema, read_module_state, restore_module, save_module};
 pub use unmerge::{UNMERGE_TOLERANCE, unmerge_roles};

@@ -77,6 +77,17 @@ pub struct DmdConfig {
     /// output is scored.
     #[config(default = 0.0)]
     pub anchor_score: f64,
+    /// Euler steps of a frozen planner's sampler (0: the student's own planner, distilled to the
+    /// `S` stages and trained with the renderer, as in the paper). Above 0 the anchors come from
+    /// a frozen planner (`DmdShared::new`'s `planner`, e.g. Phase 1's) sampled as inference
+    /// samples it, `planner_steps` guided Euler steps; only the renderer trains, on the anchors
+    /// it will read at inference.
+    #[config(default = 0)]
+    pub planner_steps: usize,
+    /// Classifier-free guidance of each frozen-planner step against the empty prompt (1:
+    /// unguided; above 1 needs `planner_steps > 0`).
+    #[config(default = 1.0)]
+    pub planner_guidance: f64,
     /// Critic updates per generator update (1:5).
     #[config(default = 5)]
     pub critic_updates: usize,
@@ -130,6 +141,8 @@ impl DmdConfig {
             .with_history(self.history)
             .with_planner_context(self.planner_context)
             .with_shift(self.timestep_shift)
+            .with_planner_steps(self.planner_steps)
+            .with_planner_guidance(self.planner_guidance)
     }
 
     /// The inference contract of the rollout (training reads what inference reads).

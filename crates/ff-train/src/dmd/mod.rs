@@ -19,4 +19,5 @@ mod trainer;
 
 pub use config::DmdConfig;
 pub use objective::{CriticObjective, DmdShared, GeneratorObjective};
+pub use rollout::rollout_seed;
 pub use trainer::{CRITIC_DIR, DMD_FILE, DmdReport, DmdTrainer};

@@ -3,13 +3,15 @@
 //! network's current weights without gradient (the critic for the generator, the student for
 //! the critic) and the step's exit stage `k*`.
 //!
+//! With a frozen planner, both rollouts render around its anchors ([`FrozenPlanner`]).
+//!
 //! Per clip, randomness is drawn from the clip's stream in this order: the rollout's noise seed,
 //! whether the scored sample is the splice (only when `anchor_score > 0`), the score timestep,
 //! the tiles' ε.
 
 use super::config::DmdConfig;
 use super::loss::{dmd_loss, flow_loss};
-use super::rollout::{AnchorRead, Rollout, Student, rollout};
+use super::rollout::{AnchorRead, FrozenPlanner, Planned, Rollout, Student, rollout};
 use super::scores::{Score, dmd_gradient, score_role, score_timestep, tiles, windows};
 use crate::data::LatentClip;
 use crate::flow::padded_prompt;
@@ -33,14 +35,48 @@ pub struct DmdShared<B: AttentionBackend> {
     pub vae: WanVae<B>,
     /// The empty prompt's embedding `[tokens, text_dim]` (guidance's unconditional branch).
     pub empty_prompt: TensorData,
+    /// The planner the rollouts take their anchors from when it is frozen (`planner_steps > 0`).
+    pub planner: Option<FrozenPlanner<B>>,
     vae_device: B::Device,
 }
 
 impl<B: AttentionBackend> DmdShared<B> {
-    pub fn new(config: DmdConfig, teacher: WanDit<B>, vae: WanVae<B>, empty_prompt: TensorData) -> Result<Self> {
+    /// `planner`: the frozen planner (a plain DiT), required exactly when `planner_steps > 0`.
+    pub fn new(
+        config: DmdConfig,
+        teacher: WanDit<B>,
+        vae: WanVae<B>,
+        empty_prompt: TensorData,
+        planner: Option<WanDit<B>>,
+    ) -> Result<Self> {
         config.validate()?;
+        match (config.planner_steps, &planner) {
+            (0, Some(_)) => {
+                return Err(TrainError::Config("dmd: a frozen planner is sampled by Euler steps: set planner_steps > 0".into()));
+            }
+            (n, None) if n > 0 => {
+                return Err(TrainError::Config(format!(
+                    "dmd: planner_steps = {n} samples a frozen planner, and none is given (`dmd.planner`: a Phase 1 run or an exported student)"
+                )));
+            }
+            (_, Some(p)) if p.role_embedding.is_some() => {
+                return Err(TrainError::Config("dmd: the frozen planner must be a plain DiT (merge its planner role)".into()));
+            }
+            _ => {}
+        }
         let vae_device = vae.devices().into_iter().next().unwrap_or_default();
-        Ok(Self { contract: config.contract()?, config, teacher, vae, empty_prompt, vae_device })
+        let planner = planner.map(FrozenPlanner::new);
+        Ok(Self { contract: config.contract()?, config, teacher, vae, empty_prompt, planner, vae_device })
+    }
+
+    /// The frozen planner's anchors for `clip` (rollout noise `noise` gives the latent shape),
+    /// on `device`; `None` when the student plans.
+    fn planned(&self, clip: &LatentClip, noise: &NoiseSpec, device: &B::Device) -> Result<Option<Planned<B>>> {
+        let Some(planner) = &self.planner else { return Ok(None) };
+        let prompt = padded_prompt(planner.model(), &clip.prompt, &clip.caption)?.unsqueeze::<3>();
+        let empty = padded_prompt(planner.model(), &self.empty_prompt, "empty prompt")?.unsqueeze::<3>();
+        let planned = planner.plan(&self.contract, &clip.caption, prompt, empty, [noise.channels, noise.height, noise.width])?;
+        Ok(Some(planned.to_device(device)))
     }
 
     /// The rollout noise of `clip` (its latent shape; seed from `rng`).
@@ -85,7 +121,9 @@ where
         let noise = s.noise(clip, model.config().in_channels, rng)?;
         let prompt = padded_prompt(model, &clip.prompt, &clip.caption)?.unsqueeze::<3>();
         let frozen = model.clone().no_grad();
-        let out = rollout(&Student { live: model, frozen: &frozen }, prompt.clone(), &s.contract, &noise, self.exit, s.read())?;
+        let planned = s.planned(clip, &noise, &model.device())?.map(Planned::lift);
+        let student = Student { live: model, frozen: &frozen };
+        let out = rollout(&student, prompt.clone(), &s.contract, &noise, self.exit, s.read(), planned)?;
         let sample = s.scored(out, rng);
         let t = score_timestep(&s.config, rng);
         let empty = padded_prompt(&s.teacher, &s.empty_prompt, "empty prompt")?.unsqueeze::<3>();
@@ -115,7 +153,8 @@ where
         let student = Student { live: self.student, frozen: self.student };
         let noise = s.noise(clip, self.student.config().in_channels, rng)?;
         let prompt = padded_prompt(self.student, &clip.prompt, &clip.caption)?.unsqueeze::<3>();
-        let out = rollout(&student, prompt, &s.contract, &noise, self.exit, AnchorRead::Connected)?;
+        let planned = s.planned(clip, &noise, &self.student.device())?;
+        let out = rollout(&student, prompt, &s.contract, &noise, self.exit, AnchorRead::Connected, planned)?;
         let sample = s.scored(out, rng);
         let t = score_timestep(&s.config, rng);
         let sigma = t / 1000.0;

@@ -3,7 +3,8 @@
 //! loses the long-horizon motion its Phase 1 planner has (docs/RESULTS.md, "The Phase 1 planner,
 //! sampled by guided Euler steps"); this writes a student folder with:
 //!
-//! * `planner/`: the merged planner role of the newest checkpoint of `--planner` (a Phase 1 run);
+//! * `planner/`: the merged planner role of the newest checkpoint of `--planner` (a Phase 1 run),
+//!   or an exported student's planner;
 //! * `renderer/` and `config.json`: copied from the exported student `--student`;
 //! * `flashforward.json`: the student's manifest with the planner sampler set
 //!   (`planner_steps`, `planner_guidance` of its contract), written last.
@@ -19,7 +20,8 @@ use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The run (or checkpoint) whose planner role the student takes: a Phase 1 run.
+    /// The planner the student takes: a run or checkpoint (its planner role, e.g. Phase 1's), or
+    /// an exported student (its planner).
     #[arg(long)]
     planner: PathBuf,
     /// The exported student whose renderer, DiT config and manifest are kept (`RUN/transformer/`).

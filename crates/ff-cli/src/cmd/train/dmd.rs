@@ -1,5 +1,6 @@
 //! `flashforward train dmd --model-dir DIR --dit PHASE1_RUN_OR_WEIGHTS --teacher
-//! TEACHER_DIR_OR_FILE --data DATA --out RUN --steps N --seed S [--config FILE] [--resume]`:
+//! TEACHER_DIR_OR_FILE --data DATA --out RUN --steps N --seed S [--planner PLANNER] [--config
+//! FILE] [--resume]`:
 //! Phase 2, self-rollout DMD (`ff_train::dmd`). Same conventions as `train sft`: flags override
 //! the config file (top-level paths, `[train]` for the generator's engine, `[dmd]`), `--resume`
 //! continues from the newest checkpoint with `RUN/config.toml`, the same progress bar, metrics
@@ -11,11 +12,15 @@
 //! Models: the student from `--dit` (a Phase 1 run, whose LoRA rank the run keeps; an exported
 //! student folder such as `models/world/transformer/`, whose merged roles are split back into a
 //! backbone and per-role adapters of the config's `lora_rank`, `ff_train::checkpoint::unmerge_roles`,
-//! so that Phase 2 continues from it, best with `[dmd] critic_warmup`; or any Wan DiT weights,
+//! so that Phase 2 continues from it, best with `[dmd] critic_warmup` (beside a frozen planner only
+//! its renderer, with fresh roles); or any Wan DiT weights,
 //! which get fresh roles); the frozen teacher from `--teacher` (a model directory,
 //! or weights in the model directory's DiT config), never written; the critic's base from
 //! `[dmd] critic` (default: the model directory's DiT, the raw backbone as in Self-Forcing), with
-//! a fresh LoRA; the VAE (image heads) and the text encoder (the empty prompt, encoded once on
+//! a fresh LoRA; with `[dmd] planner_steps > 0`, the frozen planner from `--planner` (a Phase 1
+//! run's planner role, an exported student's planner, or plain DiT weights; on the teacher's
+//! device), whose guided Euler anchors the renderer trains on and which the export takes as its
+//! planner; the VAE (image heads) and the text encoder (the empty prompt, encoded once on
 //! the CPU) from the model directory. The teacher and VAE live on `devices[teacher_device]`, the
 //! critic on `devices[critic_device]`.
 
@@ -32,7 +37,7 @@ use burn::tensor::backend::Backend;
 use ff_model::text::PromptEncoderFiles;
 use ff_model::vae::WanVae;
 use ff_model::{AttentionBackend, DitConfig, LoraConfig, WanDit};
-use ff_train::checkpoint::{exported_roles, latest, load_dit, read_state, unmerge_roles};
+use ff_train::checkpoint::{exported_roles, latest, load_dit, load_planner, read_state, unmerge_roles};
 use ff_train::data::{ClipSource, ShardDataset};
 use ff_train::dmd::{DmdConfig, DmdShared, DmdTrainer};
 use ff_train::engine::StepReport;
@@ -51,6 +56,9 @@ pub struct Section {
     pub teacher: Option<PathBuf>,
     /// The critic's base DiT weights (default: the model directory's DiT).
     pub critic: Option<PathBuf>,
+    /// The frozen planner when `planner_steps > 0` (`--planner`): a run, checkpoint, exported
+    /// student or DiT weights.
+    pub planner: Option<PathBuf>,
     /// Index in `devices` of the teacher's and the VAE's device.
     pub teacher_device: usize,
     /// Index in `devices` of the critic's device (its data-parallel workers start there).
@@ -61,7 +69,7 @@ pub struct Section {
 
 impl Default for Section {
     fn default() -> Self {
-        Self { dit: None, teacher: None, critic: None, teacher_device: 0, critic_device: 0, objective: DmdConfig::new() }
+        Self { dit: None, teacher: None, critic: None, planner: None, teacher_device: 0, critic_device: 0, objective: DmdConfig::new() }
     }
 }
 
@@ -77,6 +85,10 @@ pub struct Args {
     /// The frozen real score: a model directory or DiT weights (read only).
     #[arg(long)]
     teacher: Option<PathBuf>,
+    /// The frozen planner whose anchors the renderer trains on (`[dmd] planner_steps > 0`): a
+    /// Phase 1 run (its planner role), an exported student (its planner) or DiT weights.
+    #[arg(long)]
+    planner: Option<PathBuf>,
     /// Latent-clip dataset written by `encode-videos` (prompts and latent shape).
     #[arg(long)]
     data: Option<PathBuf>,
@@ -89,12 +101,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
     config.train = DmdConfig::generator_defaults();
     let mut config = config.with_flags(&args.run, &args.model_dir, &args.data)?;
     let section = &mut config.objective;
-    for (key, value) in [(&mut section.dit, &args.dit), (&mut section.teacher, &args.teacher)] {
+    for (key, value) in [(&mut section.dit, &args.dit), (&mut section.teacher, &args.teacher), (&mut section.planner, &args.planner)] {
         if value.is_some() {
             key.clone_from(value);
         }
     }
     config.objective.objective.validate().context("[dmd]")?;
+    match (&config.objective.planner, config.objective.objective.planner_steps) {
+        (None, n @ 1..) => bail!("[dmd] planner_steps = {n} samples a frozen planner: pass --planner PLANNER or set `dmd.planner`"),
+        (Some(path), 0) => bail!("--planner {} needs [dmd] planner_steps > 0 (the Euler steps it is sampled by)", path.display()),
+        _ => {}
+    }
     let Some(dit) = config.objective.dit.clone() else { bail!("no student: pass --dit PHASE1_RUN_OR_WEIGHTS or set `dmd.dit`") };
     if config.objective.teacher.is_none() {
         bail!("no teacher: pass --teacher TEACHER_DIR_OR_FILE or set `dmd.teacher`");
@@ -107,10 +124,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
     let session = Session::prepare(config, out.clone(), args.run.resume, None)?;
     let manifest = student_manifest(&session)?;
+    let planner = session.config.objective.planner.clone();
     let (devices, dit) = (session.devices.clone(), session.dit_config.clone());
     let code = dispatch(&devices, Precision::F32, Dmd { session })?;
     if code == ExitCode::SUCCESS {
-        println!("{}", export_student(&dit, &out, &manifest)?.display());
+        println!("{}", export_student(&dit, &out, &manifest, planner.as_deref())?.display());
     }
     Ok(code)
 }
@@ -145,11 +163,22 @@ fn phase1_state(path: &Path) -> Result<Option<ff_train::checkpoint::CheckpointSt
 }
 
 /// The student at `path` with its roles: an exported student's two merged models split back into
-/// a backbone and adapters of `lora`, a checkpoint's roles, or a plain DiT with fresh roles.
-fn load_student<B: AttentionBackend>(config: &DitConfig, path: &Path, lora: &LoraConfig, device: &B::Device) -> Result<WanDit<B>> {
+/// a backbone and adapters of `lora` (beside a frozen planner, `renderer_only`: its renderer with
+/// fresh roles, the student's own planner being unused), a checkpoint's roles, or a plain DiT
+/// with fresh roles.
+fn load_student<B: AttentionBackend>(
+    config: &DitConfig,
+    path: &Path,
+    lora: &LoraConfig,
+    renderer_only: bool,
+    device: &B::Device,
+) -> Result<WanDit<B>> {
     if let Some([planner, renderer]) = exported_roles(path)? {
         let load = |file: &Path| WanDit::<B>::load(config, file, device).with_context(|| format!("cannot load {}", file.display()));
-        return Ok(unmerge_roles(&load(&planner)?, load(&renderer)?, lora, path)?);
+        return Ok(match renderer_only {
+            true => load(&renderer)?.with_roles(lora),
+            false => unmerge_roles(&load(&planner)?, load(&renderer)?, lora, path)?,
+        });
     }
     let student = load_dit::<B>(config, path, device)?;
     Ok(match student.role_embedding {
@@ -177,7 +206,7 @@ impl BackendTask for Dmd {
         Autodiff::<B>::seed(&devices[0], c.seed);
 
         let dit_path = section.dit.as_ref().expect("checked before");
-        let student = load_student::<Autodiff<B>>(&s.dit_config, dit_path, &c.lora(), &devices[0])
+        let student = load_student::<Autodiff<B>>(&s.dit_config, dit_path, &c.lora(), section.planner.is_some(), &devices[0])
             .with_context(|| format!("cannot load the student from {}", dit_path.display()))?;
         let teacher_path = section.teacher.as_ref().expect("checked before");
         let (teacher_weights, teacher_config) = match teacher_path.is_dir() {
@@ -207,7 +236,12 @@ impl BackendTask for Dmd {
         let empty = text.embed::<CpuBackend>(&[""], None, &cpu_device()).context("cannot encode the empty prompt")?;
         let empty = empty.into_iter().next().context("the text encoder returned no embedding")?.data;
 
-        let shared = DmdShared::new(section.objective.clone(), teacher, vae, empty)?;
+        let planner = section.planner.as_ref().map(|path| {
+            load_planner::<B>(&s.dit_config, path, &teacher_device)
+                .with_context(|| format!("cannot load the frozen planner from {}", path.display()))
+        });
+        let planner = planner.transpose()?;
+        let shared = DmdShared::new(section.objective.clone(), teacher, vae, empty, planner)?;
         let mut trainer = DmdTrainer::new(c.clone(), student, devices.clone(), critic, critic_devices, shared, s.data.len())?;
         if let Some(dir) = &s.resume {
             trainer.restore(dir)?;

@@ -16,7 +16,7 @@ use crate::video::write_atomic;
 use anyhow::{Context, Result};
 use ff_model::DitConfig;
 use ff_model::Role;
-use ff_train::checkpoint::{export_role, export_roles, load_dit, write_tensors};
+use ff_train::checkpoint::{export_roles, load_dit, load_planner, write_role_model, write_tensors};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -35,22 +35,26 @@ pub fn export_teacher(dit: &DitConfig, run: &Path) -> Result<PathBuf> {
 }
 
 /// Writes the newest checkpoint of the Phase 2 run `run` (the student's EMA with its roles) into
-/// `run/transformer/` as merged role models with `manifest`; returns it.
-pub fn export_student(dit: &DitConfig, run: &Path, manifest: &StudentManifest) -> Result<PathBuf> {
+/// `run/transformer/` as merged role models with `manifest`; returns it. `planner`: the frozen
+/// planner the run rendered around (`[dmd] planner`), written as the student's planner.
+pub fn export_student(dit: &DitConfig, run: &Path, manifest: &StudentManifest, planner: Option<&Path>) -> Result<PathBuf> {
     let model = load_dit::<CpuBackend>(dit, run, &cpu_device())?;
     let dir = run.join(EXPORT_DIR);
     write_dit_config(dit, &dir)?;
     export_roles(&model, &dir).with_context(|| format!("cannot export the student of {}", run.display()))?;
+    if let Some(planner) = planner {
+        write_planner(dit, planner, &dir)?;
+    }
     manifest.write(&dir)?;
     Ok(dir)
 }
 
-/// Writes the merged planner role of the newest checkpoint of the run `run` (a Phase 1 or 2 run)
-/// into `dir/planner/`.
-pub fn write_planner(dit: &DitConfig, run: &Path, dir: &Path) -> Result<()> {
+/// Writes the planner at `path` (a run or checkpoint with roles, e.g. Phase 1; an exported
+/// student; plain DiT weights: `ff_train::checkpoint::load_planner`) into `dir/planner/`.
+pub fn write_planner(dit: &DitConfig, path: &Path, dir: &Path) -> Result<()> {
     let model =
-        load_dit::<CpuBackend>(dit, run, &cpu_device()).with_context(|| format!("cannot load the planner run {}", run.display()))?;
-    export_role(&model, Role::Planner, dir).with_context(|| format!("cannot export the planner of {}", run.display()))
+        load_planner::<CpuBackend>(dit, path, &cpu_device()).with_context(|| format!("cannot load the planner {}", path.display()))?;
+    write_role_model(&model, Role::Planner, dir).with_context(|| format!("cannot write the planner of {}", path.display()))
 }
 
 /// Writes `dir/config.json` (creating `dir`).

@@ -15,15 +15,20 @@
 //! planner. Noise comes from the executors' counter-based stream ([`NoiseSpec`]): with `k* = S − 1`
 //! the rollout is the serial FlashForward generation of the same seed.
 //!
+//! With a frozen planner ([`FrozenPlanner`], `DmdConfig::planner_steps > 0`) the anchors and
+//! their bank come from it instead ([`Planned`], no gradients), and only the renderer part runs.
+//!
 //! Shapes: prompt `[1, text_len, text_dim]`; x̂₀ `[1, C, L, h, w]`; anchors `[1, C, |P|, h, w]`.
 
 mod context;
+mod frozen;
 
 pub use context::RendererContext;
+pub use frozen::{FrozenPlanner, Planned, rollout_seed};
 
 use crate::Result;
 use burn::tensor::Tensor;
-use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, SegmentContext};
+use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, SegmentContext, TextContext};
 use ff_model::{AttentionBackend, FlowMatch, Role, WanDit};
 use ff_sched::Contract;
 use ff_sched::exec::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
@@ -100,22 +105,38 @@ fn input<B: AttentionBackend>(
     }
 }
 
-/// Runs the rollout up to `exit` (`< S`); see the module docs.
-pub fn rollout<B: AttentionBackend>(
+/// Publishes the anchor K/V of planner block `j` into `bank` (which holds the earlier blocks'):
+/// one clean-endpoint forward (t = 0) of `model` over the block's anchors `x0`
+/// (`[1, C, |block|, h, w]`), reading the earlier anchors of its planner context, detached.
+/// `model`: a student with roles (its planner role runs) or a plain planner.
+pub(crate) fn publish<B: AttentionBackend>(
+    model: &WanDit<B>,
+    text: &TextContext<B>,
+    c: &Contract,
+    j: usize,
+    x0: Tensor<B, 5>,
+    bank: &mut Vec<ChunkKv<B>>,
+) -> Result<()> {
+    let positions: Vec<usize> = c.anchors[c.blocks[j].clone()].to_vec();
+    let role = if model.role_embedding.is_some() { Role::Planner } else { Role::Base };
+    let layout = FrameLayout::frames(positions.clone(), role);
+    let context: Vec<ChunkKv<B>> = c.planner_context(j).map(|a| detach(&bank[a])).collect();
+    let clean = model.forward_chunk(x0, &[vec![0.0; positions.len()]], &layout, text, &SegmentContext::new(context.iter().collect()))?;
+    let per_frame = clean.kv.tokens() / positions.len();
+    bank.extend((0..positions.len()).map(|f| narrow(&clean.kv, f * per_frame, per_frame)));
+    Ok(())
+}
+
+/// The student's planner blocks up to `exit` (see the module docs): the anchors and their bank.
+fn plan<'m, B: AttentionBackend>(
     student: &Student<B>,
-    prompt: Tensor<B, 3>,
-    contract: &Contract,
+    model: &impl Fn(usize) -> (&'m WanDit<B>, &'m TextContext<B>),
+    text_live: &TextContext<B>,
+    c: &Contract,
     noise: &NoiseSpec,
     exit: usize,
-    read: AnchorRead,
-) -> Result<Rollout<B>> {
-    let c = contract;
+) -> Result<Planned<B>> {
     let device = student.live.device();
-    let text_live = student.live.text_context(prompt.clone());
-    let text_frozen = student.frozen.text_context(prompt);
-    let model = |k: usize| if k == exit { (student.live, &text_live) } else { (student.frozen, &text_frozen) };
-
-    // Planner: blocks in order; each stage reads the bank of the earlier blocks, detached.
     let mut bank: Vec<ChunkKv<B>> = Vec::with_capacity(c.anchors.len());
     let mut anchors = Vec::with_capacity(c.num_blocks());
     for (j, block) in c.blocks.iter().enumerate() {
@@ -131,11 +152,32 @@ pub fn rollout<B: AttentionBackend>(
             x0 = Some(FlowMatch::x0_from_v(x, out.prediction, c.sigma(k)));
         }
         let x0 = x0.expect("at least one stage");
-        let clean = student.live.forward_chunk(x0.clone(), &[vec![0.0; positions.len()]], &layout, &text_live, &ctx)?;
-        let per_frame = clean.kv.tokens() / positions.len();
-        bank.extend((0..positions.len()).map(|f| narrow(&clean.kv, f * per_frame, per_frame)));
+        publish(student.live, text_live, c, j, x0.clone(), &mut bank)?;
         anchors.push(x0);
     }
+    Ok(Planned { anchors: Tensor::cat(anchors, 2), bank })
+}
+
+/// Runs the rollout up to `exit` (`< S`); see the module docs. `planned`: the anchors of a frozen
+/// planner (`None`: the student plans).
+pub fn rollout<B: AttentionBackend>(
+    student: &Student<B>,
+    prompt: Tensor<B, 3>,
+    contract: &Contract,
+    noise: &NoiseSpec,
+    exit: usize,
+    read: AnchorRead,
+    planned: Option<Planned<B>>,
+) -> Result<Rollout<B>> {
+    let c = contract;
+    let device = student.live.device();
+    let text_live = student.live.text_context(prompt.clone());
+    let text_frozen = student.frozen.text_context(prompt);
+    let model = |k: usize| if k == exit { (student.live, &text_live) } else { (student.frozen, &text_frozen) };
+    let Planned { anchors, bank } = match planned {
+        Some(planned) => planned,
+        None => plan(student, &model, &text_live, c, noise, exit)?,
+    };
 
     // Renderer: one packed forward per stage over all positions.
     let positions: Vec<usize> = (0..c.config.latents).collect();
@@ -150,5 +192,5 @@ pub fn rollout<B: AttentionBackend>(
         let out = m.forward_chunk(x.clone(), &[vec![c.timestep(k); positions.len()]], &layout, text, &ctx)?;
         x0 = Some(FlowMatch::x0_from_v(x, out.prediction, c.sigma(k)));
     }
-    Ok(Rollout { x0: x0.expect("at least one stage"), anchors: Tensor::cat(anchors, 2) })
+    Ok(Rollout { x0: x0.expect("at least one stage"), anchors })
 }

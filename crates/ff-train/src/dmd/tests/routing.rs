@@ -21,7 +21,7 @@ fn projected(model: &WanDit<B>, frozen: &WanDit<B>, exit: usize, read: AnchorRea
     let device = Default::default();
     let mut rng = TrainRng::new(3);
     let prompt = Tensor::<B, 3>::from_data(rng.normal_data(vec![1, 8, 24]), &device);
-    let out = rollout(&Student { live: model, frozen }, prompt, &contract, &NOISE, exit, read).unwrap();
+    let out = rollout(&Student { live: model, frozen }, prompt, &contract, &NOISE, exit, read, None).unwrap();
     let x = if splice { out.spliced(&contract.anchors) } else { out.x0 };
     let weights = Tensor::<B, 5>::from_data(rng.normal_data(x.dims().to_vec()), &device);
     let g = (x * weights).sum().backward();
@@ -94,7 +94,7 @@ fn the_splice_holds_the_anchors_at_their_positions_and_the_render_elsewhere() {
     let model = tiny_model();
     let contract = tiny_config().contract().unwrap();
     let prompt = Tensor::<B, 3>::from_data(TrainRng::new(3).normal_data(vec![1, 8, 24]), &Default::default());
-    let out = rollout(&Student { live: &model, frozen: &model }, prompt, &contract, &NOISE, 1, AnchorRead::Connected).unwrap();
+    let out = rollout(&Student { live: &model, frozen: &model }, prompt, &contract, &NOISE, 1, AnchorRead::Connected, None).unwrap();
     let spliced = out.spliced(&contract.anchors);
     assert_eq!(spliced.dims(), out.x0.dims());
     let frame = |x: &Tensor<B, 5>, f: usize| x.clone().narrow(2, f, 1).into_data().to_vec::<f32>().unwrap();

@@ -51,7 +51,7 @@ fn trainer(m: &Models) -> DmdTrainer<B> {
 
 fn trainer_with(m: &Models, config: DmdConfig) -> DmdTrainer<B> {
     let device = Default::default();
-    let shared = DmdShared::new(config, m.teacher.clone(), tiny_vae(), empty_prompt()).unwrap();
+    let shared = DmdShared::new(config, m.teacher.clone(), tiny_vae(), empty_prompt(), None).unwrap();
     DmdTrainer::new(train_config(), m.student.clone(), vec![device], m.critic.clone(), vec![device], shared, 2).unwrap()
 }
 
@@ -125,6 +125,35 @@ fn a_scored_splice_moves_the_planner_through_the_generator_update() {
         assert_eq!(moved.iter().any(|p| p.contains(".adapters.0.")), learns, "anchor_score {anchor_score}: moved {moved:?}");
         assert!(moved.iter().any(|p| p.contains(".adapters.1.")), "anchor_score {anchor_score}: the renderer learns");
     }
-    let err = DmdShared::new(tiny_config().with_anchor_score(1.5), m.teacher.clone(), tiny_vae(), empty_prompt()).err().unwrap();
+    let err = DmdShared::new(tiny_config().with_anchor_score(1.5), m.teacher.clone(), tiny_vae(), empty_prompt(), None).err().unwrap();
     assert!(err.to_string().contains("anchor_score 1.5"), "{err}");
+}
+
+/// A frozen planner is not trained: the student's planner adapters stay put even when the
+/// scores see the anchors and the read is connected (above, that moves them), while the renderer
+/// learns; and the config and the planner must agree.
+#[test]
+fn a_frozen_planner_gives_the_anchors_and_only_the_renderer_learns() {
+    let data = clips(2);
+    let m = models();
+    let device = Default::default();
+    let config = tiny_config().with_planner_steps(2).with_planner_guidance(2.0).with_anchor_score(1.0);
+    let shared = DmdShared::new(config.clone(), m.teacher.clone(), tiny_vae(), empty_prompt(), Some(plain_dit())).unwrap();
+    let mut t = DmdTrainer::new(train_config(), m.student.clone(), vec![device], m.critic.clone(), vec![device], shared, 2).unwrap();
+    let before = weights(&t.generator.model().valid());
+    t.generator_step(&data, 1).unwrap();
+    let moved = changed(&before, &weights(&t.generator.model().valid()));
+    assert!(!moved.iter().any(|p| p.contains(".adapters.0.")), "the student's planner moved: {moved:?}");
+    assert!(moved.iter().any(|p| p.contains(".adapters.1.")), "the renderer does not learn: {moved:?}");
+    let critic = weights(&t.critic.model().valid());
+    t.critic_step(&data, 0).unwrap();
+    assert!(!changed(&critic, &weights(&t.critic.model().valid())).is_empty(), "the critic learns on the frozen planner's rollouts");
+
+    let err = |config: DmdConfig, planner: Option<WanDit<burn::backend::NdArray>>| {
+        DmdShared::new(config, m.teacher.clone(), tiny_vae(), empty_prompt(), planner).err().unwrap().to_string()
+    };
+    assert!(err(config, None).contains("planner_steps = 2"));
+    assert!(err(tiny_config(), Some(plain_dit())).contains("planner_steps > 0"));
+    let with_roles = plain_dit().with_roles(&ff_model::LoraConfig::new(4));
+    assert!(err(tiny_config().with_planner_steps(2), Some(with_roles)).contains("plain DiT"));
 }
