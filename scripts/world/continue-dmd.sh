@@ -19,6 +19,9 @@
 #      docs/RESULTS.md, "Phase 2 continued from the export"), and writes RUNS/verdict.txt.
 # LATENTS, CLIPS: the 20 s latent shards and their clip count (default RUNS/latents-20s, 256;
 # scripts/train-default.sh passes its own).
+# FROZEN_PLANNER=1: the installed student's planner stays frozen and the renderer trains on its
+# anchors (`train dmd --planner`, with a config that sets `[dmd] planner_steps`, e.g.
+# scripts/world/dmd-frozen-planner.toml); the export keeps that planner.
 # SEED: the run's seed (use a new one per continuation: another data order and noise);
 # DEVICES (default cpu:0,1), RUNS (default /work/world-runs/continue), BIN, MODEL as in
 # scripts/train-default.sh.
@@ -52,7 +55,7 @@ stage latents "$LATENTS/.complete-$CLIPS" latents
 dmd() {
     $NICE "$BIN" train dmd --model-dir "$BASE" --out "$RUNS/dmd" --seed "$SEED" --dit "$RUNS/start" \
         --teacher "$MODEL/teacher" --data "$LATENTS" --config "$CONFIG" \
-        --steps "$STEPS" --devices "$DEVICES" $(resume_flag "$RUNS/dmd")
+        --steps "$STEPS" --devices "$DEVICES" ${FROZEN_PLANNER:+--planner "$RUNS/start"} $(resume_flag "$RUNS/dmd")
 }
 stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
 
