@@ -8,9 +8,13 @@
 //! | serial | 1 |
 //! | wavefront | one per stage (S) on one device, else one per device |
 //! | streaming | the wavefront's stage workers + a dedicated planner worker |
+//!
+//! Without `--executor`: wavefront on several devices; on one, streaming when the planner is
+//! sampled by Euler steps ([`Executor::default_for`]), else serial.
 //! | batched | 1, running each dependency wave as one packed forward |
 
 use ff_sched::exec::Placement;
+use ff_sched::schedule::{Graph, NodeKind};
 
 use crate::backend::DeviceSpec;
 
@@ -37,6 +41,20 @@ pub enum Executor {
 }
 
 impl Executor {
+    /// The executor when `--executor` is not given: wavefront on several devices; on one,
+    /// streaming when `graph`'s planner is sampled by Euler steps (a block costs one or two
+    /// forwards per step, and the planner is the critical path: its worker publishes the later
+    /// blocks while the stage workers render the first chunks), else serial. Every executor
+    /// draws the same video.
+    pub fn default_for(graph: &Graph, devices: &DeviceSpec) -> Self {
+        let euler_planner = graph.contract.planner_euler() && graph.nodes.iter().any(|n| n.kind == NodeKind::PlannerDenoise);
+        match (devices.count() > 1, euler_planner) {
+            (true, _) => Self::Wavefront,
+            (false, true) => Self::Streaming,
+            (false, false) => Self::Serial,
+        }
+    }
+
     /// The placement for a schedule of `stages` stages on `devices`.
     pub fn placement(self, stages: usize, devices: &DeviceSpec) -> Placement {
         let stage_workers = if devices.count() > 1 { devices.count() } else { stages };
@@ -71,5 +89,18 @@ mod tests {
         assert_eq!(Executor::Streaming.placement(4, &four).workers(), 4);
         assert_eq!((0..5).map(|w| device_of(w, four.count())).collect::<Vec<_>>(), [0, 1, 2, 3, 0]);
         assert_eq!(device_name(&four, 3), "cuda:3");
+    }
+
+    #[test]
+    fn the_default_streams_an_euler_planner_on_one_device() {
+        use ff_sched::{Contract, ContractConfig, ScheduleKind};
+        let graph = |kind: ScheduleKind, steps: usize| {
+            kind.build(&Contract::new(ContractConfig::new(21).with_planner_steps(steps)).unwrap()).unwrap()
+        };
+        let (cpu, two) = (DeviceSpec::Cpu(1), DeviceSpec::Cuda(vec![0, 1]));
+        assert_eq!(Executor::default_for(&graph(ScheduleKind::FlashForward, 0), &cpu), Executor::Serial);
+        assert_eq!(Executor::default_for(&graph(ScheduleKind::FlashForward, 20), &cpu), Executor::Streaming);
+        assert_eq!(Executor::default_for(&graph(ScheduleKind::SelfForcing, 20), &cpu), Executor::Serial, "no planner");
+        assert_eq!(Executor::default_for(&graph(ScheduleKind::FlashForward, 20), &two), Executor::Wavefront);
     }
 }

@@ -78,7 +78,8 @@ pub struct Args {
     /// the renderer's output there (the paper's splice baseline, Tab. 6): ablation.
     #[arg(long, conflicts_with = "steps")]
     splice: bool,
-    /// Default: serial on one device, wavefront on several.
+    /// Default: wavefront on several devices; on one, streaming when the planner is sampled by
+    /// Euler steps (the installed student's), else serial.
     #[arg(long, value_enum)]
     executor: Option<Executor>,
     /// `cpu`, CUDA devices `cuda:0,1,2,3` or `wgpu:0` (need builds with those features).

@@ -71,8 +71,7 @@ impl Plan {
         if args.splice && !graph.nodes.iter().any(|n| n.kind == NodeKind::PlannerCache) {
             anyhow::bail!("--splice keeps planner anchors in the video, and the {} schedule here has none", graph.schedule);
         }
-        let several = args.devices.count() > 1;
-        let executor = args.executor.unwrap_or(if several { Executor::Wavefront } else { Executor::Serial });
+        let executor = args.executor.unwrap_or_else(|| Executor::default_for(&graph, &args.devices));
         let placement = executor.placement(graph.contract.stages(), &args.devices);
         let max_len = configs.dit.text_len;
         let tokens = prompt::check_length(&files.tokenizer, max_len, &prompt, args.truncate_prompt)?;
