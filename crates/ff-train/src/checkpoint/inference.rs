@@ -74,9 +74,6 @@ pub fn export_role<B: AttentionBackend>(model: &WanDit<B>, role: Role, dir: &Pat
     if model.role_embedding.is_none() {
         return Err(checkpoint_error("the model to export has no planner/renderer roles".into()));
     }
-    if !ROLE_FOLDERS.iter().any(|(r, _)| *r == role) {
-        return Err(checkpoint_error(format!("{role:?} is not an exported role (planner or renderer)")));
-    }
     write_role_model(&model.merge(role), role, dir)
 }
 

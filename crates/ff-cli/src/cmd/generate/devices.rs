@@ -8,10 +8,10 @@
 //! | serial | 1 |
 //! | wavefront | one per stage (S) on one device, else one per device |
 //! | streaming | the wavefront's stage workers + a dedicated planner worker |
+//! | batched | 1, running each dependency wave as one packed forward |
 //!
 //! Without `--executor`: wavefront on several devices; on one, streaming when the planner is
 //! sampled by Euler steps ([`Executor::default_for`]), else serial.
-//! | batched | 1, running each dependency wave as one packed forward |
 
 use ff_sched::exec::Placement;
 use ff_sched::schedule::{Graph, NodeKind};
