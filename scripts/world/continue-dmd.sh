@@ -21,7 +21,9 @@
 # scripts/train-default.sh passes its own).
 # FROZEN_PLANNER=1: the installed student's planner stays frozen and the renderer trains on its
 # anchors (`train dmd --planner`, with a config that sets `[dmd] planner_steps`, e.g.
-# scripts/world/dmd-frozen-planner.toml); the export keeps that planner.
+# scripts/world/dmd-frozen-planner.toml; -s8.toml distils the renderer at eight stages,
+# -lowsigma.toml and -shift1.toml draw more of the scores at low noise); the export keeps that
+# planner.
 # SEED: the run's seed (use a new one per continuation: another data order and noise);
 # DEVICES (default cpu:0,1), RUNS (default /work/world-runs/continue), BIN, MODEL as in
 # scripts/train-default.sh.
