@@ -3,7 +3,8 @@
 # student, from its teacher, on the CPU, stage by stage:
 #   20 s latent shards -> Phase 1 SFT from the teacher -> Phase 2 DMD -> export -> Phase 2
 #   continued with a faster critic -> Phase 1's planner at 1,000 steps, sampled by guided Euler
-#   steps, beside that renderer -> check.
+#   steps, beside that renderer -> the renderer's Phase 2 on that planner's anchors, sampled at
+#   eight stages -> check.
 # Needs MODEL/{vae,text_encoder,tokenizer}/ and the teacher MODEL/teacher/ (scripts/train-world.sh
 # makes them). Resumable: a stage whose final output exists is skipped; an interrupted training
 # resumes from its last checkpoint (train --resume), an interrupted latent stage from its last
@@ -99,7 +100,19 @@ euler_planner() {
 }
 stage euler-planner "$RUNS/planner/verdict.txt" euler_planner
 
-# 7. Check: README's main command on the installed model (no model flags), scored by `eval`.
+# 7. The renderer's Phase 2 on the frozen planner's anchors with uniform score timesteps
+# (scripts/world/dmd-frozen-planner-shift1.toml, 100 generator steps, seed 12), sampled at eight
+# renderer stages (distilled at four), installed when it beats the installed student on 128 paired
+# held-out prompts by two standard errors: the shipped student (docs/RESULTS.md, "More renderer
+# stages for the renderer trained on uniform score timesteps").
+renderer() {
+    MODEL="$MODEL" RUNS="$RUNS/renderer" LATENTS="$LATENTS" CLIPS="$CLIPS" BIN="$BIN" NICE="$NICE" \
+        DEVICES="${DEVICES:-cpu:0,1}" FROZEN_PLANNER=1 CONFIG=scripts/world/dmd-frozen-planner-shift1.toml \
+        STEPS=100 SEED=12 SAMPLE_STAGES=8 scripts/world/continue-dmd.sh
+}
+stage renderer "$RUNS/renderer/verdict.txt" renderer
+
+# 8. Check: README's main command on the installed model (no model flags), scored by `eval`.
 check() {
     FF_MODEL_DIR="$MODEL" $NICE "$BIN" generate --prompt "$PROMPT" --seconds 5 --out "$RUNS/check.mp4"
     "$BIN" eval "$RUNS/check.mp4" --prompt "$PROMPT" --json | tee "$RUNS/check.json"

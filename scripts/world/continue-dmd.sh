@@ -24,6 +24,10 @@
 # scripts/world/dmd-frozen-planner.toml; -s8.toml distils the renderer at eight stages,
 # -lowsigma.toml and -shift1.toml draw more of the scores at low noise); the export keeps that
 # planner.
+# SAMPLE_STAGES=N (with FROZEN_PLANNER=1, whose planner is sampled by Euler steps): the export is
+# scored and installed sampled at N renderer stages (`train combine --stages N`, RUNS/sampled),
+# e.g. 8 for a renderer distilled at 4 (docs/RESULTS.md, "More renderer stages for the renderer
+# trained on uniform score timesteps").
 # SEED: the run's seed (use a new one per continuation: another data order and noise);
 # DEVICES (default cpu:0,1), RUNS (default /work/world-runs/continue), BIN, MODEL as in
 # scripts/train-default.sh.
@@ -61,7 +65,20 @@ dmd() {
 }
 stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
 
-# Scores of the start and of the export, and the verdict.
+# The student scored: the export, or the export sampled at SAMPLE_STAGES renderer stages.
+STUDENT="$RUNS/dmd/transformer"
+if [ -n "${SAMPLE_STAGES:-}" ]; then
+    restage() {
+        rm -rf "$RUNS/sampled"
+        "$BIN" train combine --planner "$RUNS/dmd/transformer" --student "$RUNS/dmd/transformer" --stages "$SAMPLE_STAGES" \
+            --planner-steps "$(jq .contract.planner_steps "$STUDENT/flashforward.json")" \
+            --planner-guidance "$(jq .contract.planner_guidance "$STUDENT/flashforward.json")" --out "$RUNS/sampled"
+    }
+    stage restage "$RUNS/sampled/flashforward.json" restage
+    STUDENT="$RUNS/sampled"
+fi
+
+# Scores of the start and of the student, and the verdict.
 stage eval-start "$RUNS/eval-start/eval-$PROMPTS.json" student_score "$RUNS" start "$RUNS/start"
-stage eval-export "$RUNS/eval-export/eval-$PROMPTS.json" student_score "$RUNS" export "$RUNS/dmd/transformer"
-install_if_better "$RUNS" export "$RUNS/dmd/transformer" "$MODEL/transformer"
+stage eval-export "$RUNS/eval-export/eval-$PROMPTS.json" student_score "$RUNS" export "$STUDENT"
+install_if_better "$RUNS" export "$STUDENT" "$MODEL/transformer"

@@ -216,6 +216,17 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
     let (log, combined_frames) = frames(&combined, &[], "combined-frames/");
     assert!(log.contains("planner 3 Euler steps, guidance 2") && log.contains("9 forwards (1 cache-update)"), "{log}");
     assert!(!combined_frames.is_empty() && combined_frames != exported, "the planner's anchors reach the video");
+    // `--stages`: the renderer sampled at more stages than it was distilled at; nothing else moves.
+    let restaged = root.join("restaged");
+    ok(&[&args[..], &["--stages", "3", "--out", &path(&restaged)]].concat());
+    let restaged_manifest: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(restaged.join("flashforward.json")).unwrap()).unwrap();
+    assert_eq!(restaged_manifest["contract"]["stages"].as_u64(), Some(3));
+    let mut expected = manifest.clone();
+    expected["contract"]["stages"] = 3.into();
+    expected["contract"]["planner_guidance"] = 5.0.into();
+    assert_eq!(restaged_manifest, expected, "only the stages (and the default guidance) differ");
+    assert_eq!(weights(&restaged, "renderer"), weights(&combined, "renderer"));
 
     // Phase 2 of the renderer alone beside the combined student's frozen planner, sampled as the
     // manifest says: the export keeps that planner and trains the renderer.

@@ -7,7 +7,10 @@
 //!   or an exported student's planner;
 //! * `renderer/` and `config.json`: copied from the exported student `--student`;
 //! * `flashforward.json`: the student's manifest with the planner sampler set
-//!   (`planner_steps`, `planner_guidance` of its contract), written last.
+//!   (`planner_steps`, `planner_guidance` of its contract) and, with `--stages`, the renderer's
+//!   re-noising stages at inference (a renderer distilled at four stages can be sampled at eight:
+//!   docs/RESULTS.md, "More renderer stages for the renderer trained on uniform score
+//!   timesteps"), written last.
 
 use super::export::write_planner;
 use crate::cmd::generate::student::{MANIFEST_FILE, StudentManifest};
@@ -33,6 +36,10 @@ pub struct Args {
     /// Classifier-free guidance of each planner step against the empty prompt (1: unguided).
     #[arg(long, default_value_t = 5.0)]
     planner_guidance: f64,
+    /// The renderer's re-noising stages `S` at inference, on the contract's shifted grid (default:
+    /// the student's, the stages its Phase 2 distilled).
+    #[arg(long)]
+    stages: Option<usize>,
     /// The student folder to write (created; its files are replaced).
     #[arg(long)]
     out: PathBuf,
@@ -49,6 +56,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let config_path = student.join("config.json");
     let dit = DitConfig::from_json(&config_path).with_context(|| format!("cannot read the DiT config {}", config_path.display()))?;
     (manifest.contract.planner_steps, manifest.contract.planner_guidance) = (args.planner_steps, args.planner_guidance);
+    manifest.contract.stages = args.stages.unwrap_or(manifest.contract.stages);
     ff_sched::Contract::new(manifest.contract_at(manifest.contract.latents)).context("the combined student's contract")?;
 
     // The manifest marks a complete student folder: an old one goes first, the new one last.
