@@ -66,13 +66,14 @@ dmd() {
 stage dmd "$RUNS/dmd/transformer/flashforward.json" dmd
 
 # The student scored: the export, or the export sampled at SAMPLE_STAGES renderer stages.
-STUDENT="$RUNS/dmd/transformer"
+EXPORT="$RUNS/dmd/transformer"
+STUDENT="$EXPORT"
 if [ -n "${SAMPLE_STAGES:-}" ]; then
     restage() {
         rm -rf "$RUNS/sampled"
-        "$BIN" train combine --planner "$RUNS/dmd/transformer" --student "$RUNS/dmd/transformer" --stages "$SAMPLE_STAGES" \
-            --planner-steps "$(jq .contract.planner_steps "$STUDENT/flashforward.json")" \
-            --planner-guidance "$(jq .contract.planner_guidance "$STUDENT/flashforward.json")" --out "$RUNS/sampled"
+        "$BIN" train combine --planner "$EXPORT" --student "$EXPORT" --stages "$SAMPLE_STAGES" \
+            --planner-steps "$(jq .contract.planner_steps "$EXPORT/flashforward.json")" \
+            --planner-guidance "$(jq .contract.planner_guidance "$EXPORT/flashforward.json")" --out "$RUNS/sampled"
     }
     stage restage "$RUNS/sampled/flashforward.json" restage
     STUDENT="$RUNS/sampled"
