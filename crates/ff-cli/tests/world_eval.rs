@@ -86,5 +86,8 @@ fn a_square_drawn_by_ffmpeg_is_measured() {
     ]));
     assert_eq!(out["prompt_accuracy"].as_f64(), Some(1.0), "{out}");
     assert_eq!(out["identity_persistence"].as_f64(), Some(1.0), "{out}");
+    for cause in ["lost", "extra", "shape", "colour"] {
+        assert_eq!(out["identity_failures"][cause].as_f64(), Some(0.0), "{cause}: {out}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,7 +19,7 @@ pub mod svg;
 
 pub mod vocab;
 
-pub use eval::{EvalOptions, Report, evaluate};
+pub use eval::{EvalOptions, IdentityFailures, Report, evaluate};
 pub use render::{Clip, FPS};
 pub use scene::{Scene, SceneConfig};
 pub use vocab::{Background, Colour, Motion, Prompt, Shape};

@@ -1,7 +1,8 @@
 //! `flashforward eval`: objective quality of videos of the small world (prompt accuracy, identity
-//! persistence, smoothness, drift per 5 s window) and the paper's seam statistics, which hold for
-//! any video. One JSON object per run (`--json`): the metrics averaged over the videos, and with
-//! several videos a `per_video` array; `--plots DIR` writes an SVG per metric over time.
+//! persistence and the causes of its failed frames, smoothness, drift per 5 s window) and the
+//! paper's seam statistics, which hold for any video. One JSON object per run (`--json`): the
+//! metrics averaged over the videos, and with several videos a `per_video` array; `--plots DIR`
+//! writes an SVG per metric over time.
 
 use crate::video::Mp4Input;
 use anyhow::{Context, Result, bail};
@@ -73,6 +74,7 @@ fn summary(r: &Report) -> Value {
         "shape_accuracy": r.shape_accuracy,
         "motion_accuracy": r.motion_accuracy,
         "identity_persistence": r.identity_persistence,
+        "identity_failures": r.identity_failures,
         "mean_jump": r.mean_jump,
         "max_jump": r.max_jump,
         "seams": {"anchor": r.seams.anchor, "chunk": r.seams.chunk, "interior": r.seams.interior, "latent_boundary": r.seams.latent_boundary, "periodic": r.seams.periodic},
@@ -88,6 +90,12 @@ fn average(reports: &[Report]) -> Value {
         "shape_accuracy": mean(&|r| r.shape_accuracy),
         "motion_accuracy": mean(&|r| r.motion_accuracy),
         "identity_persistence": mean(&|r| r.identity_persistence),
+        "identity_failures": {
+            "lost": mean(&|r| r.identity_failures.lost),
+            "extra": mean(&|r| r.identity_failures.extra),
+            "shape": mean(&|r| r.identity_failures.shape),
+            "colour": mean(&|r| r.identity_failures.colour),
+        },
         "mean_jump": mean(&|r| r.mean_jump),
         "max_jump": reports.iter().map(|r| r.max_jump).fold(0.0, f64::max),
         "seams": {

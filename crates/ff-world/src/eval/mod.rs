@@ -2,7 +2,8 @@
 //!
 //! * prompt accuracy: per prompted object, colour, shape and motion verb each count a third;
 //! * identity persistence: share of frames whose detected (colour, shape) multiset equals the
-//!   clip's most common one (no object lost, duplicated or changed);
+//!   clip's most common one (no object lost, duplicated or changed), and the other frames split
+//!   by what went wrong ([`IdentityFailures`]);
 //! * smoothness: centroid jumps between adjacent frames of each tracked object;
 //! * drift: persistence, colour+shape accuracy and jumps per window (5 s by default);
 //! * seams: the paper's luminance-jump statistics ([`seams`]), for any video.
@@ -16,6 +17,7 @@ use crate::render::{Clip, FPS};
 use crate::vocab::{Colour, Motion, Prompt, Shape};
 pub use seams::{SeamLayout, Seams, Transition};
 use serde::Serialize;
+use std::cmp::Ordering;
 use std::collections::HashMap;
 
 /// What the evaluation needs besides the frames.
@@ -56,6 +58,38 @@ pub struct Window {
     pub mean_jump: f64,
 }
 
+/// The frames that break the clip's identity, as shares of all frames, by what differs from the
+/// clip's identity set (their sum is `1 − identity_persistence`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct IdentityFailures {
+    /// Fewer objects than the identity set (an object lost, or no identity at all).
+    pub lost: f64,
+    /// More objects (one duplicated or a spurious blob).
+    pub extra: f64,
+    /// As many objects of the same colours, a shape read differently.
+    pub shape: f64,
+    /// As many objects, a colour differs.
+    pub colour: f64,
+}
+
+impl IdentityFailures {
+    fn of(ids: &[Identity], reference: &Identity) -> Self {
+        let colours = |i: &Identity| i.iter().map(|(c, _)| *c).collect::<Vec<_>>();
+        let mut counts = [0usize; 4];
+        for i in ids.iter().filter(|i| reference.is_empty() || *i != reference) {
+            counts[match i.len().cmp(&reference.len()) {
+                Ordering::Less => 0,
+                Ordering::Greater => 1,
+                Ordering::Equal if reference.is_empty() => 0,
+                Ordering::Equal if colours(i) == colours(reference) => 2,
+                Ordering::Equal => 3,
+            }] += 1;
+        }
+        let share = |k: usize| counts[k] as f64 / ids.len().max(1) as f64;
+        Self { lost: share(0), extra: share(1), shape: share(2), colour: share(3) }
+    }
+}
+
 /// The evaluation of one video.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -65,6 +99,7 @@ pub struct Report {
     pub shape_accuracy: f64,
     pub motion_accuracy: f64,
     pub identity_persistence: f64,
+    pub identity_failures: IdentityFailures,
     pub mean_jump: f64,
     pub max_jump: f64,
     pub tracks: Vec<Track>,
@@ -185,6 +220,7 @@ pub fn evaluate(clip: &Clip, prompt: &Prompt, options: &EvalOptions) -> Result<R
         shape_accuracy: shape,
         motion_accuracy: motion,
         identity_persistence: share(&persistent),
+        identity_failures: IdentityFailures::of(&ids, &reference),
         mean_jump: tracks.iter().map(|t| t.mean_jump).fold(0.0, f64::max),
         max_jump: tracks.iter().map(|t| t.max_jump).fold(0.0, f64::max),
         tracks,

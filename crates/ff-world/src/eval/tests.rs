@@ -61,10 +61,30 @@ fn identity_persistence_counts_lost_and_duplicated_objects() {
     let options = EvalOptions { window_seconds: 2.5, ..EvalOptions::default() };
     let r = evaluate(&clip, &scene.prompt, &options).unwrap();
     assert!((r.identity_persistence - 71.0 / 81.0).abs() < 1e-9, "{}", r.identity_persistence);
+    assert_eq!(r.identity_failures, IdentityFailures { lost: 10.0 / 81.0, ..Default::default() });
     let starts: Vec<f64> = r.drift.iter().map(|w| w.start_seconds).collect();
     assert_eq!(starts, [0.0, 2.5], "two 40-frame windows, the 81st frame in the second");
     assert!(r.drift[0].identity_persistence < 1.0 && r.drift[1].identity_persistence == 1.0);
     assert!((r.drift[0].identity_persistence - 30.0 / 40.0).abs() < 1e-9);
+}
+
+/// Frames of the same colour in another shape, of another colour, and with a second object each
+/// break the identity for their own reason.
+#[test]
+fn identity_failures_say_what_changed() {
+    let frames_of = |p: &str| five_seconds(&Scene::from_prompt(Prompt::parse(p).unwrap(), 3, 64, 64)).frames;
+    let prompt = Prompt::parse("a yellow triangle bounces on a gray background").unwrap();
+    let mut clip = five_seconds(&Scene::from_prompt(prompt.clone(), 3, 64, 64));
+    let (square, red) =
+        (frames_of("a yellow square bounces on a gray background"), frames_of("a red triangle bounces on a gray background"));
+    let two = frames_of("a yellow triangle bounces and a blue circle moves up on a gray background");
+    clip.frames[10..16].clone_from_slice(&square[10..16]);
+    clip.frames[20..23].clone_from_slice(&red[20..23]);
+    clip.frames[30..32].clone_from_slice(&two[30..32]);
+    let r = evaluate(&clip, &prompt, &EvalOptions::default()).unwrap();
+    let expected = IdentityFailures { lost: 0.0, extra: 2.0 / 81.0, shape: 6.0 / 81.0, colour: 3.0 / 81.0 };
+    assert_eq!(r.identity_failures, expected);
+    assert!((r.identity_persistence - 70.0 / 81.0).abs() < 1e-9, "{}", r.identity_persistence);
 }
 
 #[test]
