@@ -4,7 +4,10 @@
 # it when it scores better:
 #   SFT=/work/world-runs/default/sft scripts/world/euler-planner.sh
 #   1. Phase 1 continued: a copy of the Phase 1 run SFT (scripts/train-default.sh's, 600 steps)
-#      trained on to SFT_STEPS steps (default 1000) with the same config and seed (resumable);
+#      trained on to SFT_STEPS steps (default 1000) with the same config and seed (resumable).
+#      SFT=installed instead starts a Phase 1 run from the installed student's planner (merged,
+#      with fresh role adapters that start as that planner) for SFT_STEPS steps, seed SEED
+#      (default 20): a continuation once the run it came from is gone;
 #   2. `train combine`: its planner role merged, beside the installed student's renderer
 #      (MODEL/transformer/, copied first), sampled by PLANNER_STEPS Euler steps (default 50)
 #      guided at GUIDANCE (default 5) against the empty prompt: the `planner_steps` and
@@ -21,7 +24,7 @@ cd "$(dirname "$0")/../.."
 BIN=${BIN:-target/release/flashforward}
 MODEL=${MODEL:-models/world}
 RUNS=${RUNS:-/work/world-runs/planner}
-SFT=${SFT:?the Phase 1 run to continue (scripts/train-default.sh: RUNS/sft)}
+SFT=${SFT:?the Phase 1 run to continue (scripts/train-default.sh: RUNS/sft), or installed}
 LATENTS=${LATENTS:?the 20 s latent shards Phase 1 trained on (scripts/train-default.sh: RUNS/latents-20s)}
 SFT_CONFIG=${SFT_CONFIG:-scripts/world/sft.toml}
 SFT_STEPS=${SFT_STEPS:-1000}
@@ -37,11 +40,23 @@ source scripts/world/stage.sh
 student_start "$MODEL" "$RUNS"
 BASE="$RUNS/base"
 
-# 1. Phase 1 on to SFT_STEPS steps, in a copy (SFT stays the 600-step run Phase 2 started from).
+# 1. Phase 1 on to SFT_STEPS steps, in a copy (SFT stays the 600-step run Phase 2 started from),
+# or from the installed planner: BASE with the teacher's config beside the planner's weights.
 sft() {
-    [ -d "$RUNS/sft" ] || { rm -rf "$RUNS/sft.tmp"; cp -r "$SFT" "$RUNS/sft.tmp"; mv "$RUNS/sft.tmp" "$RUNS/sft"; }
-    $NICE "$BIN" train sft --model-dir "$BASE" --out "$RUNS/sft" --seed 0 --data "$LATENTS" --config "$SFT_CONFIG" \
-        --steps "$SFT_STEPS" --devices "$DEVICES" --resume
+    local base=$BASE seed=0 resume=--resume
+    if [ "$SFT" = installed ]; then
+        base="$RUNS/base-planner" seed=${SEED:-20} resume=$(resume_flag "$RUNS/sft")
+        if [ ! -e "$base/transformer/config.json" ]; then
+            rm -rf "$base"; mkdir -p "$base/transformer.tmp"
+            cp "$MODEL/teacher/config.json" "$RUNS/start/planner/diffusion_pytorch_model.safetensors" "$base/transformer.tmp/"
+            for d in text_encoder tokenizer vae; do ln -sfn "$(realpath "$BASE/$d")" "$base/$d"; done
+            mv "$base/transformer.tmp" "$base/transformer"
+        fi
+    elif [ ! -d "$RUNS/sft" ]; then
+        rm -rf "$RUNS/sft.tmp"; cp -r "$SFT" "$RUNS/sft.tmp"; mv "$RUNS/sft.tmp" "$RUNS/sft"
+    fi
+    $NICE "$BIN" train sft --model-dir "$base" --out "$RUNS/sft" --seed "$seed" --data "$LATENTS" --config "$SFT_CONFIG" \
+        --steps "$SFT_STEPS" --devices "$DEVICES" $resume
     touch "$RUNS/sft/.complete-$SFT_STEPS"
 }
 stage sft "$RUNS/sft/.complete-$SFT_STEPS" sft
