@@ -73,10 +73,11 @@ pub struct IdentityFailures {
 }
 
 impl IdentityFailures {
-    fn of(ids: &[Identity], reference: &Identity) -> Self {
+    /// `ids`: each frame's identity; `persistent`: whether it matches `reference`, the clip's.
+    fn of(ids: &[Identity], persistent: &[bool], reference: &Identity) -> Self {
         let colours = |i: &Identity| i.iter().map(|(c, _)| *c).collect::<Vec<_>>();
         let mut counts = [0usize; 4];
-        for i in ids.iter().filter(|i| reference.is_empty() || *i != reference) {
+        for (i, _) in ids.iter().zip(persistent).filter(|(_, p)| !**p) {
             counts[match i.len().cmp(&reference.len()) {
                 Ordering::Less => 0,
                 Ordering::Greater => 1,
@@ -220,7 +221,7 @@ pub fn evaluate(clip: &Clip, prompt: &Prompt, options: &EvalOptions) -> Result<R
         shape_accuracy: shape,
         motion_accuracy: motion,
         identity_persistence: share(&persistent),
-        identity_failures: IdentityFailures::of(&ids, &reference),
+        identity_failures: IdentityFailures::of(&ids, &persistent, &reference),
         mean_jump: tracks.iter().map(|t| t.mean_jump).fold(0.0, f64::max),
         max_jump: tracks.iter().map(|t| t.max_jump).fold(0.0, f64::max),
         tracks,
