@@ -4,8 +4,12 @@
 //! decode keeps the clip's objects (the small world's detector on both, frame by frame), and the
 //! codec's own seam: how much larger the frame-to-frame jump is where two latents meet than over
 //! all transitions (`ff_world::eval::seams`' `latent_boundary / interior`, no anchors or chunks).
+//! With `latent_noise` σ > 0 the latents are first moved as a generator's would be
+//! ([`perturb_latents`]): how much a decoder keeps from imperfect latents.
 
 use super::data::VideoClip;
+use super::noise::perturb_latents;
+use crate::TrainRng;
 use burn::tensor::{Tensor, backend::Backend};
 use ff_model::AttentionBackend;
 use ff_model::vae::WanVae;
@@ -42,12 +46,19 @@ pub struct Reconstruction {
     pub source_boundary_ratio: f64,
 }
 
-/// Encodes `clip` (its latent mean) and decodes it whole and `chunk` latents at a time.
-pub fn reconstruct<B: AttentionBackend>(vae: &WanVae<B>, clip: &VideoClip, chunk: usize) -> crate::Result<Reconstruction> {
+/// Encodes `clip` (its latent mean), moves the latents by noise of σ = `latent_noise` (drawn
+/// from `rng`; none at 0) and decodes them whole and `chunk` latents at a time.
+pub fn reconstruct<B: AttentionBackend>(
+    vae: &WanVae<B>,
+    clip: &VideoClip,
+    chunk: usize,
+    latent_noise: f64,
+    rng: &mut TrainRng,
+) -> crate::Result<Reconstruction> {
     let device = vae.quant_conv.bias.val().device();
     let target = clip.tensor::<B>(&device);
     let [n, _, t, h, w] = target.dims();
-    let mean = vae.encode_mean(target.clone())?;
+    let mean = perturb_latents(vae, vae.encode_mean(target.clone())?, &vec![latent_noise; n], rng);
     let full = to_u8(vae.decode(mean.clone())?);
     let latents = mean.dims()[2];
     let mut stream = vae.stream_decoder();

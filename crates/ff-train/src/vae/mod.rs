@@ -9,13 +9,16 @@
 //! * [`with_initial_logvar`]: a narrow initial posterior, so the first steps' latents carry signal.
 //! * [`inflate_time`]: a codec trained on single frames as the starting point of video training.
 //! * [`interpolate_time`]: a decoder whose time upsampling holds frames made to blend latents.
-//! * [`VaeObjective`]: encode → reparameterised sample → decode (unclamped) → weighted loss.
+//! * [`perturb_latents`]: latents moved by noise in the scale a generator samples in.
+//! * [`VaeObjective`]: encode → reparameterised sample (→ latent noise) → decode (unclamped) →
+//!   weighted loss.
 //! * [`eval`]: PSNR of the full and the streaming decode of a clip.
 
 pub mod data;
 pub mod eval;
 mod init;
 pub mod loss;
+mod noise;
 mod objective;
 #[cfg(test)]
 mod tests;
@@ -23,4 +26,5 @@ mod tests;
 pub use data::{VideoClip, WorldClips, WorldClipsConfig};
 pub use eval::{Reconstruction, psnr, reconstruct};
 pub use init::{inflate_time, interpolate_time, with_initial_logvar};
+pub use noise::perturb_latents;
 pub use objective::{VaeObjective, VaeObjectiveConfig};

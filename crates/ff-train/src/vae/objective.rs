@@ -1,12 +1,14 @@
 //! [`VaeObjective`]: the codec's loss on one stack of clips `x` (`[N, 3, T, H, W]`):
 //! `(μ, log σ²) = encode(x)`, `z = μ + σ·ε` with ε from the clip's random stream,
-//! `x̂ = decode(z)` without the output clamp, and
+//! optionally `z ← z + σ·std·ε'` with σ drawn uniformly in `[0, latent_noise]` per clip
+//! ([`perturb_latents`]), `x̂ = decode(z)` without the output clamp, and
 //! `loss = w₁·mean|x̂ − x| + w₂·mean(x̂ − x)² + β·mean KL(N(μ, σ²) ‖ N(0, 1))
 //!        + w_t·mean|Δₜx̂ − Δₜx|` (the last, off by default, penalises errors that change from
 //! one frame to the next: the jump a codec makes where one latent's frames meet the next's).
 
 use super::data::VideoClip;
 use super::loss::{kl_to_standard_normal, reconstruction, temporal_difference};
+use super::noise::perturb_latents;
 use crate::objective::{Loss, Objective};
 use crate::{TrainError, TrainRng}; // not `Result`: the `Config` derive expands to code that uses std's
 use burn::config::Config;
@@ -30,6 +32,11 @@ pub struct VaeObjectiveConfig {
     /// Weight of the mean absolute error of the frame-to-frame change (0: no term).
     #[config(default = 0.0)]
     pub temporal_weight: f64,
+    /// Largest σ of the noise added to the decoder's input latents, in units of the codec's
+    /// `latents_std` (a generator's normalised scale); each clip draws σ uniformly in
+    /// `[0, latent_noise]`. 0: none. For a decoder trained to read a generator's latents.
+    #[config(default = 0.0)]
+    pub latent_noise: f64,
 }
 
 /// The codec's reconstruction + β·KL objective.
@@ -41,13 +48,13 @@ pub struct VaeObjective {
 impl VaeObjective {
     pub fn new(config: VaeObjectiveConfig) -> crate::Result<Self> {
         let c = &config;
-        if [c.l1_weight, c.mse_weight, c.kl_weight, c.temporal_weight].iter().any(|w| !w.is_finite() || *w < 0.0)
+        if [c.l1_weight, c.mse_weight, c.kl_weight, c.temporal_weight, c.latent_noise].iter().any(|w| !w.is_finite() || *w < 0.0)
             || c.l1_weight + c.mse_weight == 0.0
         {
             return Err(TrainError::Config(format!(
-                "l1_weight {}, mse_weight {}, kl_weight {} and temporal_weight {} must be finite and ≥ 0, with a positive \
-                 reconstruction weight",
-                c.l1_weight, c.mse_weight, c.kl_weight, c.temporal_weight
+                "l1_weight {}, mse_weight {}, kl_weight {}, temporal_weight {} and latent_noise {} must be finite and ≥ 0, \
+                 with a positive reconstruction weight",
+                c.l1_weight, c.mse_weight, c.kl_weight, c.temporal_weight, c.latent_noise
             )));
         }
         Ok(Self { config })
@@ -69,8 +76,14 @@ where
         let (mean, logvar) = model.encode_moments(video.clone())?;
         let noise = Tensor::from_data(rng.normal_data(mean.dims().to_vec()), &device);
         let z = mean.clone() + logvar.clone().mul_scalar(0.5).exp() * noise;
-        let recon = model.decode_unclamped(z)?;
         let c = &self.config;
+        let z = if c.latent_noise > 0.0 {
+            let sigmas: Vec<f64> = (0..z.dims()[0]).map(|_| c.latent_noise * rng.uniform()).collect();
+            perturb_latents(model, z, &sigmas, rng)
+        } else {
+            z
+        };
+        let recon = model.decode_unclamped(z)?;
         let temporal = (c.temporal_weight > 0.0).then(|| temporal_difference(recon.clone(), video.clone()));
         let (l1, mse) = reconstruction(recon, video);
         let kl = kl_to_standard_normal(mean, logvar);

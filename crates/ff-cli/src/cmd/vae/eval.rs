@@ -1,5 +1,5 @@
 //! `flashforward vae eval --vae DIR [--clips N] [--seconds S] [--chunk C] [--two-objects P]
-//! [--json]`: the
+//! [--latent-noise σ --noise-seed S] [--json]`: the
 //! reconstruction PSNR of a VAE folder on held-out clips of the small world: `N` clips of `S`
 //! seconds from t = 0 of the scenes of seeds `2^40 + i` (no training run uses them: training
 //! seeds are `first_seed + i` for `i < clips`, 0 and 10⁶ by default), decoded whole and streaming
@@ -13,6 +13,7 @@
 use crate::backend::{CpuBackend, cpu_device};
 use anyhow::{Context, Result};
 use ff_model::vae::{WanVae, WanVaeConfig};
+use ff_train::TrainRng;
 use ff_train::data::ClipSource;
 use ff_train::vae::{WorldClips, WorldClipsConfig, reconstruct};
 use ff_world::render::frames_for_seconds;
@@ -42,6 +43,13 @@ pub struct Args {
     /// Probability of a second object per clip (the codec trains on 0.5).
     #[arg(long, default_value_t = 0.5)]
     two_objects: f64,
+    /// Noise σ added to the latents before decoding, in units of the codec's `latents_std` (the
+    /// scale a DiT samples in): how much of the objects the decoder keeps from imperfect latents.
+    #[arg(long, default_value_t = 0.0)]
+    latent_noise: f64,
+    /// Seed of the latent noise.
+    #[arg(long, default_value_t = 0)]
+    noise_seed: u64,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -58,6 +66,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .with_max_start_seconds(0)
         .with_two_objects(args.two_objects);
     let data = WorldClips::new(clips)?;
+    anyhow::ensure!(
+        args.latent_noise.is_finite() && args.latent_noise >= 0.0,
+        "--latent-noise {} must be finite and ≥ 0",
+        args.latent_noise
+    );
+    let mut rng = TrainRng::new(args.noise_seed);
     let mut rows = Vec::new();
     if !args.json {
         println!(
@@ -66,7 +80,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
     }
     for i in 0..data.len() {
-        let r = reconstruct(&vae, &data.get(i)?, args.chunk)?;
+        let r = reconstruct(&vae, &data.get(i)?, args.chunk, args.latent_noise, &mut rng)?;
         if !args.json {
             println!(
                 "{:>20} {:>8} {:>10.2} {:>12.2} {:>16} {:>13.3} {:>9} {:>8.2} ({:.2})",
@@ -94,15 +108,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         println!(
             "{}",
             serde_json::json!({
-                "psnr": psnr, "stream_psnr": stream, "objects_kept": kept, "identity_kept": identity, "boundary_ratio": ratio, "clips": rows.len(), "seconds": args.seconds, "per_clip": rows,
+                "psnr": psnr, "stream_psnr": stream, "objects_kept": kept, "identity_kept": identity, "boundary_ratio": ratio, "clips": rows.len(), "seconds": args.seconds, "latent_noise": args.latent_noise, "per_clip": rows,
             })
         );
     } else {
         println!(
-            "mean over {} clips of {} s: PSNR {psnr:.2} dB, streaming {stream:.2} dB, objects kept in {:.1} % of frames, \
+            "mean over {} clips of {} s (latent noise σ {}): PSNR {psnr:.2} dB, streaming {stream:.2} dB, objects kept in {:.1} % of frames, \
              identity kept in {:.1} % of clips, latent boundary / all jumps {ratio:.2} (original {:.2})",
             rows.len(),
             args.seconds,
+            args.latent_noise,
             100.0 * kept,
             100.0 * identity,
             mean("source_boundary_ratio")
