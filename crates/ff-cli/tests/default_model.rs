@@ -99,3 +99,32 @@ fn a_default_folder_without_a_student_says_how_to_get_one() {
     assert!(err.contains("scripts/train-default.sh") && err.contains("--hub"), "{err}");
     assert!(!err.contains("vae:") && !err.contains("tokenizer:"), "only the student is missing: {err}");
 }
+
+/// `--negative-prompt` replaces the empty prompt that guided planner steps steer away from: it
+/// changes the video, is read in the student's vocabulary (an unknown word is refused and named),
+/// and a run without guided steps refuses it rather than ignore it.
+#[test]
+fn a_negative_prompt_steers_the_guided_planner() {
+    let scratch = Scratch::new("default-model-negative");
+    let world = world_dir(&scratch.0);
+    let guided = ["--planner-steps", "2", "--planner-guidance", "3"];
+    let negative = "a blue square moves left on a white background";
+    let [plain, steered, again] = ["plain.mp4", "steered.mp4", "again.mp4"].map(|f| scratch.0.join(f));
+    assert!(generate(&world, PROMPT, &plain, &guided).status.success());
+    assert!(generate(&world, PROMPT, &steered, &[&guided[..], &["--negative-prompt", negative]].concat()).status.success());
+    assert!(generate(&world, PROMPT, &again, &[&guided[..], &["--negative-prompt", negative]].concat()).status.success());
+    let bytes = fs::read(&steered).unwrap();
+    assert_ne!(fs::read(&plain).unwrap(), bytes, "the negative prompt is what guidance contrasts with");
+    assert_eq!(fs::read(&again).unwrap(), bytes, "and it is deterministic");
+
+    let out = scratch.0.join("dragon.mp4");
+    let output = generate(&world, PROMPT, &out, &[&guided[..], &["--negative-prompt", "a purple dragon"]].concat());
+    let err = stderr(&output);
+    assert!(!output.status.success() && !out.exists(), "{err}");
+    assert!(err.contains("--negative-prompt") && err.contains("'dragon'"), "{err}");
+
+    let output = generate(&world, PROMPT, &out, &["--negative-prompt", negative]);
+    let err = stderr(&output);
+    assert!(!output.status.success() && !out.exists(), "{err}");
+    assert!(err.contains("--negative-prompt steers guided sampling"), "{err}");
+}

@@ -49,6 +49,11 @@ pub struct Args {
     /// What the video shows (not empty).
     #[arg(long, value_parser = non_empty_prompt)]
     prompt: String,
+    /// What guided sampling steers away from, in place of the empty prompt (diffusers'
+    /// `negative_prompt`): the planner's guided Euler steps of a student, or the teacher sampler
+    /// with --guidance. A small-world student reads it as a caption of its vocabulary.
+    #[arg(long, value_parser = non_empty_prompt)]
+    negative_prompt: Option<String>,
     /// Length in seconds at 16 FPS, rounded up to the next 1 + 4k frames.
     #[arg(long, required_unless_present = "latents", conflicts_with = "latents")]
     seconds: Option<f64>,
@@ -138,6 +143,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     VideoSink::check(&args.out)?;
     let plan = Plan::new(&args)?;
     plan.check_memory(&args)?;
+    let guided = args.steps.is_some_and(|_| args.guidance != 1.0) || (args.steps.is_none() && plan.graph.contract.planner_guided());
+    if plan.negative_prompt.is_some() && !guided {
+        bail!(
+            "--negative-prompt steers guided sampling, and this run has none: a student whose planner is guided (planner \
+             Euler steps with guidance ≠ 1: its contract's, or --planner-steps and --planner-guidance), or --steps with \
+             --guidance ≠ 1"
+        );
+    }
     // Creating the sink checks the output format (and clears a stale output) before any work.
     let sink = VideoSink::create(&args.out)?;
     match args.steps {
@@ -149,10 +162,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let text_start = Instant::now();
     let (embedding, source) = prompt::embed(&plan.text, &plan.prompt, args.prompt_cache.as_deref())?;
-    // The empty prompt, for a guided teacher sampler or guided planner steps.
-    let guided = args.steps.is_some_and(|_| args.guidance != 1.0) || (args.steps.is_none() && plan.graph.contract.planner_guided());
+    // The empty (or negative) prompt, for a guided teacher sampler or guided planner steps.
     let empty = match guided {
-        true => Some(prompt::embed(&plan.text, "", args.prompt_cache.as_deref())?.0),
+        true => Some(prompt::embed(&plan.text, plan.negative_prompt.as_deref().unwrap_or(""), args.prompt_cache.as_deref())?.0),
         false => None,
     };
     let text_time = text_start.elapsed();

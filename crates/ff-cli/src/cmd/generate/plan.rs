@@ -2,7 +2,7 @@
 //! devices built in, length rounded to 1 + 4k frames, files found and consistent, prompt within
 //! the student's vocabulary and the encoder's tokens, and the memory estimate within each device.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use ff_model::text::PromptEncoderFiles;
 use ff_sched::exec::Placement;
 use ff_sched::exec::waves;
@@ -34,6 +34,9 @@ pub struct Plan {
     pub text: PromptEncoderFiles,
     /// The text the encoder reads: `--prompt`, or a small-world student's canonical caption of it.
     pub prompt: String,
+    /// The text guided steps contrast the prompt with in place of the empty prompt (read like
+    /// `prompt`).
+    pub negative_prompt: Option<String>,
     /// Prompt tokens (with `</s>`, after truncation).
     pub tokens: usize,
 }
@@ -61,6 +64,10 @@ impl Plan {
         if prompt != args.prompt {
             eprintln!("prompt: the student reads it as \"{prompt}\"");
         }
+        let negative_prompt = match (&student, &args.negative_prompt) {
+            (Some(student), Some(negative)) => Some(student.prompt_text(negative).context("--negative-prompt")?),
+            (_, negative) => negative.clone(),
+        };
         let configs = Configs::read(&files)?;
         let [height, width] = student.as_ref().map_or([480, 832], |s| s.frame_size);
         let frame = [args.height.unwrap_or(height), args.width.unwrap_or(width)];
@@ -75,13 +82,16 @@ impl Plan {
         let placement = executor.placement(graph.contract.stages(), &args.devices);
         let max_len = configs.dit.text_len;
         let tokens = prompt::check_length(&files.tokenizer, max_len, &prompt, args.truncate_prompt)?;
+        if let Some(negative) = &negative_prompt {
+            prompt::check_length(&files.tokenizer, max_len, negative, args.truncate_prompt).context("--negative-prompt")?;
+        }
         let text = PromptEncoderFiles {
             tokenizer: files.tokenizer.clone(),
             weights: files.text_encoder.clone(),
             config: configs.text.clone(),
             max_len,
         };
-        Ok(Self { length, files, configs, frame, latent_size, graph, executor, placement, text, prompt, tokens })
+        Ok(Self { length, files, configs, frame, latent_size, graph, executor, placement, text, prompt, negative_prompt, tokens })
     }
 
     /// Refuses the run when the text encoder (CPU, f32, unless the prompt is cached) or the
