@@ -154,9 +154,9 @@ fn world_clips_crop_windows_of_the_whole_clips_and_stack_them() {
 /// (28.4 and 34.1 dB), the small world's detector finds the clip's objects in the decode (colour,
 /// shape, centre within 2 px) in at least [`SHIPPED_OBJECTS_FLOOR`] of the frames (measured: 8 of
 /// 9 frames of the first clip and all of the second; docs/RESULTS.md, "Codec"), and the streaming
-/// decode (one latent at a time)
-/// gives the full decode's frames exactly, with or without latent noise (which costs PSNR). The boundary ratio of the original clips, whose
-/// objects move steadily, is near 1 (the frames are grouped into latents as the codec groups them).
+/// decode (one latent at a time) gives the full decode's frames exactly, with or without latent
+/// noise (which costs PSNR). The boundary ratio of the original clips, whose objects move
+/// steadily, is near 1 (the frames are grouped into latents as the codec groups them).
 #[test]
 fn shipped_codec_reconstructs_held_out_clips_and_streams_exactly() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/world/vae");
