@@ -8,15 +8,25 @@ use ff_model::AttentionBackend;
 use std::fmt;
 use std::str::FromStr;
 
-/// The default CPU backend: Burn's Flex (gemm matmul on rayon threads, SIMD element-wise ops,
-/// im2col convolutions). docs/BENCHMARKS.md ("CPU backend") has the measurement that chose it.
-pub type CpuBackend = burn::backend::Flex;
+/// The default CPU backend: the library's ([`flashforward::Cpu`], Burn's Flex).
+pub use flashforward::Cpu as CpuBackend;
 
 /// [`CpuBackend`]'s name in device strings and tables.
 pub const CPU_BACKEND: &str = "flex";
 
 pub fn cpu_device() -> burn::backend::flex::FlexDevice {
     burn::backend::flex::FlexDevice
+}
+
+impl DeviceSpec {
+    /// Name of device `index` (for messages).
+    pub fn name(&self, index: usize) -> String {
+        match self {
+            Self::Cpu(_) | Self::NdArray => self.to_string(),
+            Self::Cuda(ids) => format!("cuda:{}", ids[index]),
+            Self::Wgpu(ids) => format!("wgpu:{}", ids[index]),
+        }
+    }
 }
 
 /// Which backend and devices to run on.

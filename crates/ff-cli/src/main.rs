@@ -4,7 +4,6 @@ mod alloc;
 mod backend;
 mod cmd;
 mod progress;
-mod video;
 
 use clap::{Parser, Subcommand};
 
@@ -28,7 +27,7 @@ enum Command {
                             first decoded frames are on disk; total with VAE = until the last ones are.\n\
                             Ctrl-C stops after the chunk being decoded, leaves a playable video of the finished frames \
                             and exits with status 130 (a second Ctrl-C quits at once).")]
-    Generate(cmd::generate::Args),
+    Generate(Box<cmd::generate::Args>),
     /// Encode captioned MP4 videos into a latent-clip dataset for training.
     EncodeVideos(cmd::encode_videos::Args),
     /// Check a reference fixture folder (made by make_fixtures.py) against the Rust model.
@@ -71,7 +70,7 @@ fn main() -> std::process::ExitCode {
     alloc::keep_freed_pages();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Generate(args) => cmd::generate::run(args),
+        Command::Generate(args) => cmd::generate::run(*args),
         Command::EncodeVideos(args) => cmd::encode_videos::run(args),
         Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
         Command::BenchDit(args) => cmd::bench_dit::run(args),

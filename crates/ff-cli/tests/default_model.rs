@@ -128,3 +128,19 @@ fn a_negative_prompt_steers_the_guided_planner() {
     assert!(!output.status.success() && !out.exists(), "{err}");
     assert!(err.contains("--negative-prompt steers guided sampling"), "{err}");
 }
+
+#[test]
+fn the_library_writes_the_same_mp4_as_the_cli() {
+    let scratch = Scratch::new("library-mp4");
+    let world = world_dir(&scratch.0);
+    let cli = scratch.0.join("cli.mp4");
+    assert!(generate(&world, PROMPT, &cli, &["--seed", "3"]).status.success());
+    let pipe = flashforward::Pipeline::<flashforward::Cpu>::load(&world, &Default::default()).unwrap();
+    let video = pipe.generate(&flashforward::Request::new(PROMPT).seconds(2.0).seed(3)).unwrap();
+    assert_eq!(video.fps(), 16);
+    assert_eq!(video.frames().len(), video.report().plan.length.frames);
+    let library = video.write_mp4(scratch.0.join("library.mp4")).unwrap();
+    assert!(fs::read(&library).unwrap() == fs::read(&cli).unwrap(), "the library's MP4 is byte-identical to the CLI's");
+    let err = video.write_mp4(scratch.0.join("library.gif")).unwrap_err().to_string();
+    assert!(err.contains("a .mp4 file name is expected"), "{err}");
+}

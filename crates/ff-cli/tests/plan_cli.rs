@@ -107,3 +107,22 @@ fn plan_counts_guided_planner_steps_twice() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("planner steps > 0") && err.contains("--planner-steps"), "{err}");
 }
+
+#[test]
+fn a_graph_file_goes_back_into_plan_and_simulate() {
+    let dir = std::env::temp_dir().join(format!("ff-plan-graph-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("graph.json");
+    let written = json(&["plan", "--schedule", "flashforward", "--latents", "41", "--graph", file.to_str().unwrap(), "--json"]);
+    let read = json(&["plan", "--schedule-file", file.to_str().unwrap(), "--json"]);
+    for key in ["forwards", "cache_update_forwards", "rounds", "anchors", "latents"] {
+        assert_eq!(read[key], written[key], "{key}");
+    }
+    let sim = json(&["simulate", "--schedule-file", file.to_str().unwrap(), "--forward-seconds", "1", "--json"]);
+    assert_eq!(sim["forwards"], written["forwards"]);
+    std::fs::write(&file, "{\"schedule\": 1}").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(["plan", "--schedule-file", file.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("graph.json") && err.contains("not a graph file"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -7,6 +7,7 @@ pub mod error;
 #[cfg(any(test, feature = "fixture"))]
 pub mod fixture;
 pub mod flow;
+pub mod io;
 pub mod load;
 pub mod text;
 pub mod vae;

@@ -43,6 +43,9 @@ pub enum SchedError {
     Worker { worker: usize, reason: String },
     #[error("{path}: {source}")]
     Io { path: std::path::PathBuf, source: std::io::Error },
+    /// A model file (a student's role weights, a manifest write) failed; the error names the file.
+    #[error("{0}")]
+    File(#[from] ModelError),
 }
 
 /// Result alias of the scheduling crate.

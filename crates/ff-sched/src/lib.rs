@@ -7,6 +7,7 @@
 //! * [`exec`]: node placement on workers, and serial, wavefront, streaming and batched-diagonal
 //!   executors over any graph.
 //! * [`sim`]: the discrete-event replay of a placed graph (rounds, latency model).
+//! * [`student`]: the exported student on disk (role folders and its manifest).
 //! * [`trace`]: timelines, Chrome trace JSON and SVG wavefront charts.
 
 pub mod bank;
@@ -15,6 +16,7 @@ pub mod error;
 pub mod exec;
 pub mod schedule;
 pub mod sim;
+pub mod student;
 pub mod trace;
 
 pub use contract::{Contract, ContractConfig};

@@ -1,5 +1,5 @@
 //! The small world: a procedural text-to-video domain in which the project trains and measures
-//! its own models (DESIGN §9).
+//! its own models (docs/ARCHITECTURE.md §11).
 //!
 //! * [`vocab`]: shapes, colours, backgrounds and motions, their palette and the caption parser.
 //! * [`scene`]: a seeded [`Scene`] (one or two objects with simple physics) and its caption.

@@ -1,4 +1,4 @@
-//! Frame rules of the paper's packed SFT sequence (DESIGN §8, paper Alg. 2), as the kernel tests
+//! Frame rules of the paper's packed SFT sequence (ARCHITECTURE §10.1, paper Alg. 2), as the kernel tests
 //! and `bench-attention` use them: for each query frame, the sorted key frames it may see.
 //!
 //! Frame order: clean anchor copies `P⁰`, noised anchors `P^σ`, renderer latents `I^σ`, then the

@@ -1,5 +1,5 @@
 //! `flashforward bench`: runs several schedules and executors on one random-weight model in one
-//! process (DESIGN §6) and prints, per row: model forward calls (the batched executor packs each
+//! process (docs/ARCHITECTURE.md §9) and prints, per row: model forward calls (the batched executor packs each
 //! wave into one), denoising-path wall seconds, the ratio to FlashForward under the same executor
 //! (streaming: to the FlashForward wavefront), time to first chunk, the slowest worker's busy
 //! seconds, and K/V memory (the worst worker's peak, and per device the sum of its workers'

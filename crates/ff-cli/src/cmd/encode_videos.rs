@@ -22,10 +22,10 @@ use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_train::data::shards::Encoders;
 use ff_train::data::{CaptionedVideo, LatentClip, ShardWriter, read_captions};
 
-use super::generate::configs::Configs;
-use super::generate::paths::{Fallback, FileFlags, hub_cache_dir};
 use crate::backend::{BackendTask, CpuBackend, DeviceSpec, Precision, cpu_device, dispatch};
-use crate::video::{FPS, Frame, FrameCount, Mp4Input};
+use flashforward::model::files::hub_cache;
+use flashforward::model::{Configs, Fallback, FileOverrides};
+use flashforward::video::{FPS, Frame, FrameCount, Mp4Input};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -58,7 +58,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "f32")]
     precision: Precision,
     #[command(flatten)]
-    files: FileFlags,
+    files: FileOverrides,
     /// Prompt embedding cache (safetensors), shared with `generate`; hits skip the text encoder.
     #[arg(long)]
     prompt_cache: Option<PathBuf>,
@@ -77,7 +77,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let length = FrameCount::from_latents(args.latents)?;
     let captioned = read_captions(&args.captions, &args.videos)?;
-    let files = args.files.resolve(Fallback::Hub(hub_cache_dir(|k| std::env::var(k).ok()).as_deref()))?;
+    let files = args.files.resolve(Fallback::Hub(hub_cache().as_ref()))?;
     let configs = Configs::read(&files)?;
     configs.latent_size(args.height, args.width)?;
     configs.check_latents(args.latents)?;
@@ -210,11 +210,11 @@ impl BackendTask for Encode {
 
 /// Frames as a video tensor `[1, 3, T, H, W]` in [-1, 1].
 pub(crate) fn video_tensor<B: AttentionBackend>(frames: &[Frame], device: &B::Device) -> Tensor<B, 5> {
-    let (t, h, w) = (frames.len(), frames[0].height(), frames[0].width());
+    let (t, h, w) = (frames.len(), frames[0].height() as usize, frames[0].width() as usize);
     let plane = h * w;
     let mut values = vec![0f32; 3 * t * plane];
     for (f, frame) in frames.iter().enumerate() {
-        for (p, rgb) in frame.rgb().chunks_exact(3).enumerate() {
+        for (p, rgb) in frame.as_raw().chunks_exact(3).enumerate() {
             for (c, v) in rgb.iter().enumerate() {
                 values[(c * t + f) * plane + p] = f32::from(*v) / 127.5 - 1.0;
             }

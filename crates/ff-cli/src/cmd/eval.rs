@@ -4,11 +4,11 @@
 //! metrics averaged over the videos, and with several videos a `per_video` array; `--plots DIR`
 //! writes an SVG per metric over time.
 
-use crate::video::Mp4Input;
 use anyhow::{Context, Result, bail};
 use ff_world::eval::{SeamLayout, Transition};
 use ff_world::svg::{Series, line_plot};
 use ff_world::{Clip, EvalOptions, FPS, Prompt, Report, evaluate};
+use flashforward::video::Mp4Input;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -64,7 +64,7 @@ pub fn read_clip(path: &Path) -> Result<Clip> {
     let (width, height) = input.size();
     let count = input.frames_at_fps();
     let frames = input.read_frames(count, width, height)?;
-    Ok(Clip { width, height, frames: frames.into_iter().map(|f| f.rgb().to_vec()).collect() })
+    Ok(Clip { width, height, frames: frames.into_iter().map(|f| f.into_raw()).collect() })
 }
 
 fn summary(r: &Report) -> Value {
@@ -114,7 +114,7 @@ fn plots(dir: &Path, video: &Path, r: &Report) -> Result<()> {
     let t = |f: usize| f as f64 / FPS as f64;
     let write = |name: &str, svg: String| {
         let path = dir.join(format!("{stem}_{name}.svg"));
-        crate::video::atomic::write_atomic(&path, |w| Ok(std::io::Write::write_all(w, svg.as_bytes())?))
+        Ok(ff_model::io::write_atomic(&path, |w| std::io::Write::write_all(w, svg.as_bytes()))?)
     };
     let identity = vec![Series {
         name: "matches identity",

@@ -1,73 +1,12 @@
 //! `flashforward plan`: forward counts and rounds of a schedule's generation graph.
 
+use anyhow::Context;
 use ff_sched::bank::{KvDims, bank_plan};
 use ff_sched::exec::Placement;
-use ff_sched::trace::write_atomic;
-use ff_sched::{Contract, ContractConfig, Graph, ScheduleKind};
+use ff_sched::{Contract, Graph, ScheduleKind};
+use flashforward::ContractKnobs;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// The state-contract knobs shared by `plan`, `simulate`, `bench` and `generate` (all but the
-/// length, which each command takes its own way).
-#[derive(clap::Args, Debug, Clone)]
-pub struct ContractKnobs {
-    /// Denoising stages S [default: 4; generate: the student's].
-    #[arg(long)]
-    pub stages: Option<usize>,
-    /// Anchor stride Δ in latents [default: 10; generate: the student's].
-    #[arg(long)]
-    pub anchor_stride: Option<usize>,
-    /// Anchors per renderer window Γ (windows share an endpoint) [default: 3].
-    #[arg(long)]
-    pub anchor_window: Option<usize>,
-    /// Stage-matched history H in chunks [default: 5; generate: the student's].
-    #[arg(long)]
-    pub history: Option<usize>,
-    /// Renderer chunk size B_R in latents [default: 3; generate: the student's].
-    #[arg(long)]
-    pub chunk: Option<usize>,
-    /// Disable the clean anchor bank (and the planner): ablation.
-    #[arg(long)]
-    pub no_anchors: bool,
-    /// Disable the stage-matched history (same as --history 0): ablation.
-    #[arg(long, conflicts_with = "history")]
-    pub no_history: bool,
-    /// Planner sampler: N Euler steps of its flow ODE instead of the S distilled stages (0: the
-    /// stages) [default: 0; generate: the student's].
-    #[arg(long)]
-    pub planner_steps: Option<usize>,
-    /// Classifier-free guidance of the planner's Euler steps against the empty prompt (1:
-    /// unguided) [default: 1; generate: the student's].
-    #[arg(long)]
-    pub planner_guidance: Option<f64>,
-}
-
-impl ContractKnobs {
-    /// The contract of a video of `latents` latent frames (the paper's defaults where no flag
-    /// is given).
-    pub fn contract(&self, latents: usize) -> anyhow::Result<Contract> {
-        self.contract_over(ContractConfig::new(latents))
-    }
-
-    /// The contract of `base` with the knobs given as flags applied over it.
-    pub fn contract_over(&self, base: ContractConfig) -> anyhow::Result<Contract> {
-        let history = if self.no_history { Some(0) } else { self.history };
-        let config = ContractConfig {
-            stages: self.stages.unwrap_or(base.stages),
-            anchor_stride: self.anchor_stride.unwrap_or(base.anchor_stride),
-            anchor_window: self.anchor_window.unwrap_or(base.anchor_window),
-            history: history.unwrap_or(base.history),
-            chunk: self.chunk.unwrap_or(base.chunk),
-            use_anchors: base.use_anchors && !self.no_anchors,
-            planner_steps: self.planner_steps.unwrap_or(base.planner_steps),
-            planner_guidance: self.planner_guidance.unwrap_or(base.planner_guidance),
-            ..base
-        };
-        Contract::new(config).map_err(|e| {
-            anyhow::anyhow!("{e} (flags: --latents or --seconds, --stages, --anchor-stride, --anchor-window, --history, --chunk, --planner-steps, --planner-guidance)")
-        })
-    }
-}
 
 /// The state-contract flags of the scheduling subcommands.
 #[derive(clap::Args, Debug, Clone)]
@@ -81,23 +20,34 @@ pub struct ContractArgs {
 
 impl ContractArgs {
     pub fn contract(&self) -> anyhow::Result<Contract> {
-        self.knobs.contract(self.latents)
+        Ok(self.knobs.contract(self.latents)?)
     }
 }
 
-/// A schedule and its contract: the graph `plan` and `simulate` work on.
+/// A schedule and its contract, or a graph file: the graph `plan` and `simulate` work on.
 #[derive(clap::Args, Debug)]
 pub struct GraphArgs {
     /// flashforward, self-forcing, hiar, n-c-causal-rcm or bidirectional.
-    #[arg(long, value_parser = parse_schedule)]
-    pub schedule: ScheduleKind,
+    #[arg(long, value_parser = parse_schedule, required_unless_present = "schedule_file")]
+    pub schedule: Option<ScheduleKind>,
+    /// A custom generation graph (JSON written by `plan --graph`, e.g. edited, or by
+    /// `Graph::to_json` from a `GraphBuilder`), instead of --schedule and the contract flags.
+    #[arg(long, value_name = "GRAPH.json", conflicts_with = "schedule")]
+    pub schedule_file: Option<PathBuf>,
     #[command(flatten)]
     pub contract: ContractArgs,
 }
 
 impl GraphArgs {
     pub fn graph(&self) -> anyhow::Result<Graph> {
-        Ok(self.schedule.build(&self.contract.contract()?)?)
+        match (&self.schedule_file, self.schedule) {
+            (Some(path), _) => {
+                let text = std::fs::read_to_string(path).with_context(|| format!("--schedule-file {}", path.display()))?;
+                Graph::from_json(&text).with_context(|| format!("--schedule-file {}", path.display()))
+            }
+            (None, Some(schedule)) => Ok(schedule.build(&self.contract.contract()?)?),
+            (None, None) => anyhow::bail!("give --schedule or --schedule-file"),
+        }
     }
 }
 
@@ -168,11 +118,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         report["bank_bytes_per_device"] = bank_report(&args, &graph, preset)?;
     }
     if let Some(path) = &args.graph_json {
-        write_atomic(path, &serde_json::to_vec_pretty(&graph)?)?;
+        ff_model::io::write_atomic(path, |w| serde_json::to_writer_pretty(w, &graph).map_err(Into::into))?;
         report["graph_json"] = path.display().to_string().into();
     }
     if let Some(path) = &args.dot {
-        write_atomic(path, graph.to_dot().as_bytes())?;
+        ff_model::io::write_atomic(path, |w| std::io::Write::write_all(w, graph.to_dot().as_bytes()))?;
         report["dot"] = path.display().to_string().into();
     }
     print_report(&report, args.json);

@@ -66,7 +66,7 @@ impl WanVaeConfig {
         Self::new(96, 16, vec![1, 2, 4, 4], 2, vec![], vec![false, true, true], WAN2_1_LATENTS_MEAN.to_vec(), WAN2_1_LATENTS_STD.to_vec())
     }
 
-    /// The small world's codec (DESIGN §9): Wan2.1's structure (4× time / 8× space, causal
+    /// The small world's codec (docs/ARCHITECTURE.md §11): Wan2.1's structure (4× time / 8× space, causal
     /// cache, mid-block attention) at width 8, one residual block per stage, 16 latent channels.
     /// Its latent statistics are placeholders (0, 1) until a trained encoder measures them.
     pub fn tiny_world() -> Self {

@@ -1,5 +1,5 @@
 //! The state contract: which latent positions, anchors, chunks, windows, histories and stages a
-//! generation of `L` latents uses (paper Sec. 3, A.2; DESIGN §2).
+//! generation of `L` latents uses (paper Sec. 3, A.2; docs/ARCHITECTURE.md §4).
 //!
 //! * anchors `P(L, Δ) = {mΔ : mΔ < L} ∪ {L − 1}`, grouped into planner blocks of `B_P` anchors
 //!   (the last block may be shorter);

@@ -1,7 +1,7 @@
 //! Graph builders. Every autoregressive schedule is the same chunk × stage rollout under a
 //! [`Rule`]: which anchors chunk `i` reads (`Γ(i)`), where its history comes from and how long it
 //! is. The five built-in schedules are rules; a custom contract is another rule (see the
-//! `custom_contract` example).
+//! `flashforward` crate's `custom_schedule` example).
 
 use super::ScheduleKind;
 use super::graph::{Graph, GraphBuilder, KvKey, NodeId, NodeKind, NodeSpec, Unit};

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 pub type NodeId = usize;
 
 /// What a forward does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NodeKind {
     /// Planner denoising forward over one anchor block.
@@ -47,7 +47,7 @@ impl NodeKind {
 }
 
 /// What unit of the video a node works on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Unit {
     /// Planner block `j` (anchor indices `contract.blocks[j]`).
@@ -59,7 +59,7 @@ pub enum Unit {
 }
 
 /// A published K/V entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum KvKey {
     /// Clean K/V of one anchor frame (anchor index).

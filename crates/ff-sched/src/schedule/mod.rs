@@ -1,5 +1,5 @@
 //! Schedules as generation graphs ([`Graph`]): which forwards run, what each reads and publishes,
-//! and the dependencies between them (DESIGN §3).
+//! and the dependencies between them (docs/ARCHITECTURE.md §5).
 //!
 //! | schedule | chunk i at stage k reads | cache-update-only forwards |
 //! | --- | --- | --- |
@@ -16,6 +16,7 @@
 
 mod build;
 mod dot;
+mod file;
 mod graph;
 
 pub use build::{AnchorWindow, HistorySource, Rule};

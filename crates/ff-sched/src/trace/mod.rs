@@ -5,6 +5,7 @@ mod svg;
 
 use crate::error::{Result, SchedError};
 use crate::schedule::{Graph, Node, NodeKind, Unit};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One forward on one worker, in seconds from the start of the run.
@@ -84,9 +85,9 @@ impl Trace {
             std::fs::create_dir_all(dir).map_err(|source| SchedError::Io { path: dir.to_path_buf(), source })?;
         }
         let json = serde_json::to_vec_pretty(&self.chrome_json(graph)).expect("trace JSON serialises");
-        write_atomic(path, &json)?;
+        ff_model::io::write_atomic(path, |w| w.write_all(&json))?;
         let svg_path = path.with_extension("svg");
-        write_atomic(&svg_path, svg::render(self, graph, executor).as_bytes())?;
+        ff_model::io::write_atomic(&svg_path, |w| w.write_all(svg::render(self, graph, executor).as_bytes()))?;
         Ok(svg_path)
     }
 }
@@ -115,16 +116,6 @@ fn kind_name(kind: NodeKind) -> &'static str {
         NodeKind::ReEncode => "re-encode",
         NodeKind::Bidirectional => "bidirectional",
     }
-}
-
-/// Writes `bytes` to a temporary sibling, then renames it over `path`.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |source| SchedError::Io { path: path.to_path_buf(), source };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
 }
 
 #[cfg(test)]

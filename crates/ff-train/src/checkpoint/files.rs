@@ -2,7 +2,6 @@
 //! inference weights may be f16), each written atomically (temp file in the same directory,
 //! synced, renamed over the target).
 
-use crate::data::write_atomic;
 use crate::{Result, TrainError};
 use burn::tensor::{TensorData, f16};
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
@@ -59,7 +58,7 @@ pub fn write_tensors_as(path: &Path, tensors: Vec<(String, TensorData)>, metadat
         .map(|(k, d)| Ok((k.as_str(), TensorView::new(dtype, d.shape.to_vec(), d.as_bytes()).map_err(|e| corrupt(path, k, e))?)))
         .collect::<Result<Vec<_>>>()?;
     let bytes = safetensors::serialize(views, (!metadata.is_empty()).then_some(metadata)).map_err(|e| corrupt(path, "", e))?;
-    write_atomic(path, &bytes)
+    ff_model::io::write_atomic(path, |w| std::io::Write::write_all(w, &bytes)).map_err(Into::into)
 }
 
 fn corrupt(path: &Path, key: &str, e: impl std::fmt::Display) -> TrainError {

@@ -1,15 +1,8 @@
-//! Loading a training checkpoint for inference: the base DiT the run started from, the roles
-//! added, and the EMA weights of the trained parameters over them (`generate --dit RUN`); and
-//! the exported form of a student, its roles merged into two plain DiTs (as the paper serves
-//! them) in one folder:
-//!
-//! | file | content |
-//! | --- | --- |
-//! | `planner/diffusion_pytorch_model.safetensors` | `WanDit::merge(Role::Planner)`, Wan keys |
-//! | `renderer/diffusion_pytorch_model.safetensors` | `WanDit::merge(Role::Renderer)`, Wan keys |
-//!
-//! Each role folder is a plain DiT checkpoint any loader of Wan weights reads; the DiT config
-//! both share sits beside them (the caller writes it).
+//! A training checkpoint as a model: the base DiT the run started from, the roles added, and the
+//! EMA weights of the trained parameters over them (what `generate --dit RUN` serves with the
+//! `flashforward` crate's `train` feature, and what later phases start from); and the export of a
+//! student, its roles merged into two plain DiTs (as the paper serves them) in the format of
+//! `ff_sched::student`.
 
 use super::files::write_tensors;
 use super::{EMA_FILE, latest, read_state};
@@ -17,49 +10,9 @@ use crate::{Result, TrainError};
 use ff_model::dit::{Role, dit_key_remap};
 use ff_model::load::{CheckpointFiles, checkpoint_keys, load_checkpoint};
 use ff_model::{AttentionBackend, DitConfig, WanDit};
+use ff_sched::student::{ROLE_FOLDERS, ROLE_WEIGHTS, exported_roles};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-
-/// The role folders of an exported student and the role each holds.
-pub const ROLE_FOLDERS: [(Role, &str); 2] = [(Role::Planner, "planner"), (Role::Renderer, "renderer")];
-/// The weight file inside each role folder.
-pub const ROLE_WEIGHTS: &str = "diffusion_pytorch_model.safetensors";
-
-/// A DiT ready to serve: one model (plain, or with roles the runner merges), or an exported
-/// student's two merged role models.
-pub enum ServedDit<B: AttentionBackend> {
-    One(Box<WanDit<B>>),
-    Roles { planner: Box<WanDit<B>>, renderer: Box<WanDit<B>> },
-}
-
-/// The DiT at `path` on `device`: an exported student folder (see the module docs), or anything
-/// [`load_dit`] reads.
-pub fn load_served<B: AttentionBackend>(config: &DitConfig, path: &Path, device: &B::Device) -> Result<ServedDit<B>> {
-    match exported_roles(path)? {
-        Some([planner, renderer]) => {
-            let load = |path: PathBuf| WanDit::load(config, path, device).map(Box::new);
-            Ok(ServedDit::Roles { planner: load(planner)?, renderer: load(renderer)? })
-        }
-        None => Ok(ServedDit::One(Box::new(load_dit(config, path, device)?))),
-    }
-}
-
-/// The planner and renderer weight files when `path` is an exported student folder; an error
-/// when it holds one role folder without the other.
-pub fn exported_roles(path: &Path) -> Result<Option<[PathBuf; 2]>> {
-    let files = ROLE_FOLDERS.map(|(_, folder)| path.join(folder).join(ROLE_WEIGHTS));
-    match files.iter().filter(|f| f.is_file()).count() {
-        0 => Ok(None),
-        2 => Ok(Some(files)),
-        _ => {
-            let missing = files.iter().find(|f| !f.is_file()).expect("one of two is missing");
-            Err(TrainError::Checkpoint {
-                path: path.to_path_buf(),
-                message: format!("an exported student needs both role folders: {} does not exist", missing.display()),
-            })
-        }
-    }
-}
 
 /// Writes the roles of `model` merged into plain DiTs as `dir/planner/` and `dir/renderer/`
 /// (each file atomically); `model` must have roles.
@@ -138,12 +91,9 @@ pub fn load_dit<B: AttentionBackend>(config: &DitConfig, path: &Path, device: &B
 }
 
 /// For a run or checkpoint folder, the weight file as large as one merged role model (the base
-/// DiT, or the EMA weights when they hold every parameter; an exported student's planner), e.g.
-/// for a memory estimate; `None` when `path` is neither.
+/// DiT, or the EMA weights when they hold every parameter), e.g. for a memory estimate; `None`
+/// when `path` is neither.
 pub fn merged_weights(path: &Path) -> Result<Option<PathBuf>> {
-    if let Some([planner, _]) = exported_roles(path)? {
-        return Ok(Some(planner));
-    }
     let Some(dir) = checkpoint_folder(path)? else { return Ok(None) };
     Ok(Some(read_state(&dir)?.base.unwrap_or_else(|| dir.join(EMA_FILE))))
 }

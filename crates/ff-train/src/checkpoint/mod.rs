@@ -28,10 +28,7 @@ mod tests;
 mod unmerge;
 
 pub use files::{Stored, read_tensors, write_tensors, write_tensors_as};
-pub use inference::{
-    ROLE_FOLDERS, ROLE_WEIGHTS, ServedDit, export_role, export_roles, exported_roles, load_dit, load_planner, load_served, merged_weights,
-    write_role_model,
-};
+pub use inference::{export_role, export_roles, load_dit, load_planner, merged_weights, write_role_model};
 pub use module::{ModuleCheckpointState, load_module_ema, read_module_state, restore_module, save_module};
 pub use unmerge::{UNMERGE_TOLERANCE, unmerge_roles};
 
@@ -168,7 +165,7 @@ where
         base,
     };
     let json = serde_json::to_vec_pretty(&state).map_err(|e| TrainError::Checkpoint { path: dir.to_path_buf(), message: e.to_string() })?;
-    crate::data::write_atomic(&dir.join(STATE_FILE), &json)
+    ff_model::io::write_atomic(&dir.join(STATE_FILE), |w| std::io::Write::write_all(w, &json)).map_err(Into::into)
 }
 
 /// Reads `state.json` of a checkpoint folder.

@@ -60,7 +60,7 @@ where
         write_tensors(&dir.join(OPTIMIZER_FILE), tensors, HashMap::from([(STEPS_KEY.to_string(), steps)]))?;
         let json =
             serde_json::to_vec_pretty(&state).map_err(|e| TrainError::Checkpoint { path: dir.to_path_buf(), message: e.to_string() })?;
-        crate::data::write_atomic(&dir.join(STATE_FILE), &json)
+        ff_model::io::write_atomic(&dir.join(STATE_FILE), |w| std::io::Write::write_all(w, &json)).map_err(Into::into)
     })
 }
 

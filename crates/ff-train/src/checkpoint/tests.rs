@@ -186,15 +186,14 @@ fn an_exported_student_serves_its_roles_merged() {
     let dims = model.role_embedding.as_ref().unwrap().dims();
     model.role_embedding = Some(Param::from_tensor(Tensor::random(dims, Distribution::Normal(0.0, 1.0), &Default::default())));
     export_roles(&model, &scratch.0).unwrap();
-    let served = load_served::<NdArray>(model.config(), &scratch.0, &Default::default()).unwrap();
-    let ServedDit::Roles { planner, renderer } = served else { panic!("an exported student loads as its two role models") };
+    let served = ff_sched::student::load_roles::<NdArray>(model.config(), &scratch.0, &Default::default()).unwrap();
+    let Some([planner, renderer]) = served else { panic!("an exported student loads as its two role models") };
     assert_eq!(all_params(&planner), all_params(&model.merge(Role::Planner)));
     assert_eq!(all_params(&renderer), all_params(&model.merge(Role::Renderer)));
     assert_ne!(all_params(&planner), all_params(&renderer), "the roles differ by their role vectors");
-    assert_eq!(merged_weights(&scratch.0).unwrap(), Some(scratch.0.join("planner").join(ROLE_WEIGHTS)));
 
-    fs::remove_file(scratch.0.join("renderer").join(ROLE_WEIGHTS)).unwrap();
-    let err = load_served::<NdArray>(model.config(), &scratch.0, &Default::default()).err().unwrap().to_string();
+    fs::remove_file(scratch.0.join("renderer").join(ff_sched::student::ROLE_WEIGHTS)).unwrap();
+    let err = ff_sched::student::load_roles::<NdArray>(model.config(), &scratch.0, &Default::default()).err().unwrap().to_string();
     assert!(err.contains("both role folders") && err.contains("renderer"), "{err}");
     let err = export_roles(&model.merge(Role::Planner), &scratch.0.join("plain")).unwrap_err().to_string();
     assert!(err.contains("no planner/renderer roles"), "{err}");

@@ -12,7 +12,7 @@
 use super::config::DmdConfig;
 use super::objective::{CriticObjective, DmdShared, GeneratorObjective};
 use crate::checkpoint::{read_state, restore, save_folder, write_trainer};
-use crate::data::{ClipSource, write_atomic};
+use crate::data::ClipSource;
 use crate::engine::params::{assign, params};
 use crate::engine::{StepReport, TrainConfig, Trainer};
 use crate::{Result, TrainError, TrainRng};
@@ -170,7 +170,7 @@ where
             let state = DmdState { rng: self.rng.clone(), dmd: self.shared.config.clone() };
             let json = serde_json::to_vec_pretty(&state)
                 .map_err(|e| TrainError::Checkpoint { path: dir.join(DMD_FILE), message: e.to_string() })?;
-            write_atomic(&dir.join(DMD_FILE), &json)
+            ff_model::io::write_atomic(&dir.join(DMD_FILE), |w| std::io::Write::write_all(w, &json)).map_err(Into::into)
         })
     }
 

@@ -1,48 +1,31 @@
-//! `flashforward generate`: a prompt to a video file.
+//! `flashforward generate`: a prompt to a video file, a thin shell over [`flashforward::Pipeline`].
 //!
-//! Order of work: parse and check everything cheap first (devices, length, model files and their
-//! configs against each other, prompt length, memory estimate), so a run that cannot work is
-//! refused before anything large loads; then encode the prompt on the CPU (or take it from the
-//! prompt cache) and drop the encoder; then load the DiT and the VAE on the devices, run the
-//! schedule's graph on the executor, and stream finished chunks through the VAE into the video
-//! (see [`pipeline`]).
+//! Order of work: parse and check everything cheap first (devices, output path, model files and
+//! their configs, the request against the model, the memory estimate), so a run that cannot work
+//! is refused before anything large loads; then load the pipeline on the devices and write each
+//! chunk the library hands over into the video, which is complete and playable after every chunk.
 //!
-//! Which model: `--model-dir DIR` (Wan2.1 in either layout, or any directory in the diffusers
-//! layout), `--hub` (Wan2.1 from the Hugging Face cache), else the default model: the small
-//! world's FlashForward student shipped in `models/world/` ([`paths::default_model_dir`]). A
-//! student exported with its [`student`] manifest sets the defaults of `--stages` and the
-//! contract knobs, `--height` / `--width`, and refuses prompts outside its vocabulary.
+//! Which model: `--model-dir DIR` (Wan2.1 in either layout, or any folder in the diffusers layout),
+//! `--hub` (Wan2.1 from the Hugging Face cache), else the default model: the small world's
+//! FlashForward student shipped in `models/world/`.
 
-pub(crate) mod configs;
-mod devices;
-mod euler;
-mod memory;
-pub(crate) mod paths;
-mod pipeline;
-mod plan;
-mod prompt;
-mod splice;
-mod stream;
-pub(crate) mod student;
-
-use ff_model::AttentionBackend;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Result, bail};
-use ff_model::text::PromptEmbedding;
+use anyhow::{Context, Result, bail};
+use ff_model::AttentionBackend;
 use ff_sched::ScheduleKind;
+use flashforward::memory::{available_ram, human};
+use flashforward::model::files::{default_model_dir_in, hub_cache};
+use flashforward::model::{Fallback, FileOverrides, Model};
+use flashforward::prompt::Source;
+use flashforward::video::VideoSink;
+use flashforward::{ContractKnobs, Executor, Pipeline, Plan, Request, TeacherSampler};
 
-use self::devices::Executor;
-use self::memory::human;
-use self::paths::FileFlags;
-use self::plan::Plan;
-use self::stream::Stop;
-use super::plan::ContractKnobs;
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
-use crate::progress::install_interrupt_flag;
-use crate::video::VideoSink;
+use crate::progress::{ChunkProgress, install_interrupt_flag};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -55,7 +38,7 @@ pub struct Args {
     #[arg(long, value_parser = non_empty_prompt)]
     negative_prompt: Option<String>,
     /// Length in seconds at 16 FPS, rounded up to the next 1 + 4k frames.
-    #[arg(long, required_unless_present = "latents", conflicts_with = "latents")]
+    #[arg(long, required_unless_present_any = ["latents", "schedule_file"], conflicts_with = "latents")]
     seconds: Option<f64>,
     /// Length in latent frames L (1 + 4(L-1) video frames).
     #[arg(long)]
@@ -67,6 +50,10 @@ pub struct Args {
     /// re-noising stages.
     #[command(flatten)]
     contract: ContractKnobs,
+    /// A custom generation graph (JSON written by `plan --graph` or `Graph::to_json`), run
+    /// instead of --schedule and the contract flags; its contract gives the length.
+    #[arg(long, value_name = "GRAPH.json", conflicts_with_all = ["schedule", "latents", "seconds"])]
+    schedule_file: Option<PathBuf>,
     /// Many-step sampling of a bidirectional teacher (`--schedule bidirectional` only): this many
     /// Euler steps over the whole clip instead of the `--stages` re-noising stages.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -109,7 +96,7 @@ pub struct Args {
     #[arg(long)]
     width: Option<usize>,
     #[command(flatten)]
-    files: FileFlags,
+    files: FileOverrides,
     /// Wan2.1 from the Hugging Face hub cache instead of the default model (without --model-dir).
     #[arg(long, conflicts_with = "model_dir")]
     hub: bool,
@@ -133,109 +120,135 @@ fn non_empty_prompt(prompt: &str) -> std::result::Result<String, String> {
     }
 }
 
+impl Args {
+    /// The library request these flags describe.
+    fn request(&self) -> Result<Request> {
+        let mut request = Request::new(&self.prompt).schedule(self.schedule).contract(self.contract.clone()).seed(self.seed);
+        request = match (self.latents, self.seconds) {
+            (Some(latents), _) => request.latents(latents),
+            (None, Some(seconds)) => request.seconds(seconds),
+            (None, None) => request,
+        };
+        if let Some(path) = &self.schedule_file {
+            let text = std::fs::read_to_string(path).with_context(|| format!("--schedule-file {}", path.display()))?;
+            request = request.graph(ff_sched::Graph::from_json(&text).with_context(|| format!("--schedule-file {}", path.display()))?);
+        }
+        if let Some(negative) = &self.negative_prompt {
+            request = request.negative_prompt(negative);
+        }
+        if let Some(steps) = self.steps {
+            request = request.teacher(TeacherSampler { steps: steps as usize, guidance: self.guidance, shift: self.sample_shift });
+        }
+        if let Some(executor) = self.executor {
+            request = request.executor(executor);
+        }
+        if let Some(cache) = &self.prompt_cache {
+            request = request.prompt_cache(cache);
+        }
+        if self.height.is_some() || self.width.is_some() {
+            request.frame_size = Some([self.height.unwrap_or(0), self.width.unwrap_or(0)]);
+        }
+        Ok(request.splice(self.splice).truncate_prompt(self.truncate_prompt))
+    }
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     if args.steps.is_some() && args.schedule != ScheduleKind::Bidirectional {
         bail!("--steps samples a bidirectional teacher: use it with --schedule bidirectional, not {}", args.schedule);
     }
-    if !(args.sample_shift > 0.0 && args.sample_shift.is_finite()) {
-        bail!("--sample-shift {} must be a positive number", args.sample_shift);
-    }
+    dispatch(&args.devices, args.precision, Probe)?;
     VideoSink::check(&args.out)?;
-    let plan = Plan::new(&args)?;
-    plan.check_memory(&args)?;
-    let guided = args.steps.is_some_and(|_| args.guidance != 1.0) || (args.steps.is_none() && plan.graph.contract.planner_guided());
-    if plan.negative_prompt.is_some() && !guided {
-        bail!(
-            "--negative-prompt steers guided sampling, and this run has none: a student whose planner is guided (planner \
-             Euler steps with guidance ≠ 1: its contract's, or --planner-steps and --planner-guidance), or --steps with \
-             --guidance ≠ 1"
-        );
+    let fallback_dir = default_model_dir_in(|k| std::env::var(k).ok());
+    let hub = hub_cache();
+    let fallback = if args.hub { Fallback::Hub(hub.as_ref()) } else { Fallback::Default(&fallback_dir) };
+    let model = Model::open(args.files.resolve(fallback)?)?;
+    let mut request = args.request()?;
+    if let Some(frame) = request.frame_size.as_mut() {
+        let [height, width] = model.frame_size();
+        *frame = [args.height.unwrap_or(height), args.width.unwrap_or(width)];
     }
-    // Creating the sink checks the output format (and clears a stale output) before any work.
+    let plan = model.plan(&request, args.devices.count())?;
+    for note in &plan.notes {
+        eprintln!("note: {note}");
+    }
+    check_memory(&plan, &model, &args)?;
+    // Creating the sink clears a stale output before any work.
     let sink = VideoSink::create(&args.out)?;
-    match args.steps {
-        Some(steps) => eprintln!(
-            "{} latents ({} frames), {}x{} px, bidirectional teacher sampler: {steps} Euler steps (shift {}), guidance {}",
-            plan.length.latents, plan.length.frames, plan.frame[1], plan.frame[0], args.sample_shift, args.guidance
+    match request.teacher {
+        Some(t) => eprintln!(
+            "{} latents ({} frames), {}x{} px, bidirectional teacher sampler: {} Euler steps (shift {}), guidance {}",
+            plan.length.latents, plan.length.frames, plan.frame[1], plan.frame[0], t.steps, t.shift, t.guidance
         ),
-        None => eprintln!("{}", plan.describe(args.schedule)),
+        None => eprintln!("{}", plan.describe()),
     }
-    let text_start = Instant::now();
-    let (embedding, source) = prompt::embed(&plan.text, &plan.prompt, args.prompt_cache.as_deref())?;
-    // The empty (or negative) prompt, for a guided teacher sampler or guided planner steps.
-    let empty = match guided {
-        true => Some(prompt::embed(&plan.text, plan.negative_prompt.as_deref().unwrap_or(""), args.prompt_cache.as_deref())?.0),
-        false => None,
-    };
-    let text_time = text_start.elapsed();
+    request = request.stop_flag(install_interrupt_flag()?);
+    let outcome = dispatch(&args.devices, args.precision, Generate { model, request, sink })?;
+    report(&plan, &outcome)
+}
 
-    let stop = Stop { interrupt: install_interrupt_flag()?, abort: Default::default() };
-    let job = pipeline::Job {
-        graph: &plan.graph,
-        placement: plan.placement,
-        batched: plan.executor == Executor::Batched,
-        dit: &plan.files.dit,
-        dit_config: &plan.configs.dit,
-        vae: &plan.files.vae,
-        vae_config: &plan.configs.vae,
-        latent_size: plan.latent_size,
-        seed: args.seed,
-        splice: args.splice,
-        empty: empty.as_ref(),
-    };
-    if let Some(steps) = args.steps {
-        let guided = euler::Guided {
-            job: &job,
-            steps: steps as usize,
-            shift: args.sample_shift,
-            guidance: args.guidance,
-            latents: plan.length.latents,
-            prompt: &embedding,
-            empty: empty.as_ref().unwrap_or(&embedding),
-        };
-        let outcome = dispatch(&args.devices, args.precision, Guided(guided, sink))?;
-        eprintln!(
-            "{steps} Euler steps, guidance {}: {} DiT forwards | models loaded in {:.3} s | denoising {:.3} s",
-            args.guidance,
-            outcome.forwards,
-            outcome.load.as_secs_f64(),
-            outcome.denoise.as_secs_f64()
-        );
-        println!("{}: {} frames", outcome.video.display(), outcome.frames);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let outcome = dispatch(&args.devices, args.precision, Generate { job, text: embedding, sink, stop })?;
-
+/// Prints the run's timings and where the video went; exit status 130 when it was stopped.
+fn report(plan: &Plan, outcome: &Outcome) -> Result<ExitCode> {
+    let r = &outcome.report;
     let secs = |d: Duration| format!("{:.3} s", d.as_secs_f64());
-    let text = match source {
-        prompt::Source::Cache => "from the prompt cache",
-        prompt::Source::Encoded => "encoded on the CPU",
+    let text = match r.text_source {
+        Source::Cache => "from the prompt cache",
+        Source::Encoded => "encoded on the CPU",
     };
-    eprintln!("text: {} tokens, {text} in {} | models loaded in {}", plan.tokens, secs(text_time), secs(outcome.load));
+    eprintln!("text: {} tokens, {text} in {} | models loaded in {}", plan.tokens, secs(r.text), secs(outcome.load));
     eprintln!(
-        "denoising path {} | TTFF {} | total with VAE {} | slowest worker busy {:.3} s | peak K/V banks {}",
-        secs(outcome.denoise),
-        outcome.first_frames.map_or("-".into(), secs),
-        secs(outcome.total),
-        outcome.slowest_worker,
-        human(outcome.peak_bank_bytes.iter().map(|b| *b as u64).sum())
+        "denoising path {} | TTFF {} | total with VAE {} | {} DiT forwards | slowest worker busy {:.3} s | peak K/V banks {}",
+        secs(r.denoise),
+        r.first_frames.map_or("-".into(), secs),
+        secs(r.total),
+        r.forwards,
+        r.slowest_worker,
+        human(r.peak_bank_bytes.iter().map(|b| *b as u64).sum())
     );
-    match (outcome.video, outcome.stopped) {
+    match (&outcome.video, &r.stopped) {
         (Some(video), None) => {
-            println!("{}: {} frames", video.display(), outcome.frames);
+            println!("{}: {} frames", video.display(), r.frames);
             Ok(ExitCode::SUCCESS)
         }
-        (Some(video), Some(reason)) => {
-            eprintln!("stopped: {reason}");
-            println!("{}: {} of {} frames (a playable partial video)", video.display(), outcome.frames, plan.length.frames);
+        (Some(video), Some(_)) => {
+            eprintln!("stopped: interrupted (Ctrl-C)");
+            println!("{}: {} of {} frames (a playable partial video)", video.display(), r.frames, plan.length.frames);
             Ok(ExitCode::from(130))
         }
-        (None, Some(reason)) => {
-            eprintln!("stopped: {reason}; no frame was finished, nothing was written");
+        (None, Some(_)) => {
+            eprintln!("stopped: interrupted (Ctrl-C); no frame was finished, nothing was written");
             Ok(ExitCode::from(130))
         }
         (None, None) => bail!("the generation ended without a video"),
     }
+}
+
+/// Refuses the run when the text encoder (CPU, f32, unless the prompt is cached) or the
+/// generation on some device would not fit: available memory is `--memory-limit` when given,
+/// else MemAvailable for the CPU; other devices are checked only with `--memory-limit`.
+fn check_memory(plan: &Plan, model: &Model, args: &Args) -> Result<()> {
+    let limit = args.memory_limit.map(|gib| (gib * (1u64 << 30) as f64) as u64);
+    let devices = &args.devices;
+    let dtype_bytes = match args.precision {
+        Precision::F32 => 4,
+        Precision::Bf16 => 2,
+    };
+    let estimates = plan.estimates(model, devices.count(), dtype_bytes, args.prompt_cache.as_deref())?;
+    if let Some(text) = &estimates.text {
+        let cpu = match limit {
+            Some(bytes) if devices.is_host() => bytes,
+            _ => available_ram()?,
+        };
+        text.check("cpu (text encoder)", cpu)?;
+    }
+    for (device, estimate) in estimates.devices.iter().enumerate() {
+        let name = devices.name(device);
+        match (limit, devices.is_host()) {
+            (Some(bytes), _) => estimate.check(&name, bytes)?,
+            (None, true) => estimate.check(&name, available_ram()?)?,
+            (None, false) => eprintln!("note: no free-memory probe for {name}; pass --memory-limit to check"),
+        }
+    }
+    Ok(())
 }
 
 /// Checks that the backend of `--devices` is built in and has its driver, before any work.
@@ -248,27 +261,48 @@ impl BackendTask for Probe {
     }
 }
 
-/// The guided many-step generation on the selected backend (its first device).
-struct Guided<'a>(euler::Guided<'a>, VideoSink);
-
-impl BackendTask for Guided<'_> {
-    type Output = euler::Outcome;
-    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> Result<euler::Outcome> {
-        euler::generate::<B>(&self.0, &devices[0], self.1)
-    }
-}
-
-/// The generation on the selected backend.
-struct Generate<'a> {
-    job: pipeline::Job<'a>,
-    text: PromptEmbedding,
+/// The generation on the selected backend, written chunk by chunk into the sink.
+struct Generate {
+    model: Model,
+    request: Request,
     sink: VideoSink,
-    stop: Stop,
 }
 
-impl BackendTask for Generate<'_> {
-    type Output = pipeline::Outcome;
-    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> Result<pipeline::Outcome> {
-        pipeline::generate::<B>(&self.job, &self.text, &devices, self.sink, self.stop)
+/// What a generation left.
+struct Outcome {
+    report: flashforward::Report,
+    load: Duration,
+    /// The output path (or frame pattern); `None` when stopped before any frame was written.
+    video: Option<PathBuf>,
+}
+
+impl BackendTask for Generate {
+    type Output = Outcome;
+    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> Result<Outcome> {
+        let Generate { model, request, mut sink } = self;
+        let pipe = Pipeline::<B>::load_on(model, &devices)?;
+        let chunks = pipe.plan(&request)?.graph.outputs().len();
+        let mut progress = ChunkProgress::new(chunks);
+        let mut failed = None;
+        let report = pipe.generate_with(&request, |chunk| {
+            if let Err(e) = sink.push_frames(chunk.frames) {
+                failed = Some(e);
+                return ControlFlow::Break(());
+            }
+            progress.chunk_done(chunk.latents.len());
+            ControlFlow::Continue(())
+        });
+        if let Some(e) = failed {
+            progress.abandon("failed");
+            return Err(e).context("cannot write the video");
+        }
+        let report = report.inspect_err(|_| progress.abandon("failed"))?;
+        match report.stopped {
+            Some(_) => progress.abandon("interrupted"),
+            None => progress.finish(),
+        }
+        // Every chunk left the output complete and playable; a stopped run keeps what it finished.
+        let video = if report.stopped.is_none() || report.frames > 0 { Some(sink.finish()?) } else { None };
+        Ok(Outcome { report, load: pipe.load_time(), video })
     }
 }

@@ -13,11 +13,11 @@
 //!   timesteps"), written last.
 
 use super::export::write_planner;
-use crate::cmd::generate::student::{MANIFEST_FILE, StudentManifest};
-use crate::video::write_atomic;
 use anyhow::{Context, Result, bail};
 use ff_model::DitConfig;
-use ff_train::checkpoint::{ROLE_FOLDERS, ROLE_WEIGHTS};
+use ff_model::io::write_atomic;
+use ff_sched::student::{MANIFEST_FILE, StudentManifest};
+use ff_sched::student::{ROLE_FOLDERS, ROLE_WEIGHTS};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -69,7 +69,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let copy = |from: PathBuf, to: PathBuf| -> Result<()> {
         std::fs::create_dir_all(to.parent().expect("a file in a folder")).with_context(|| format!("cannot create {}", to.display()))?;
         let mut file = std::fs::File::open(&from).with_context(|| format!("cannot read {}", from.display()))?;
-        write_atomic(&to, |w| Ok(std::io::copy(&mut file, w).map(drop)?))
+        Ok(write_atomic(&to, |w| std::io::copy(&mut file, w).map(drop))?)
     };
     let renderer = ROLE_FOLDERS[1].1;
     copy(student.join(renderer).join(ROLE_WEIGHTS), out.join(renderer).join(ROLE_WEIGHTS))?;

@@ -28,19 +28,20 @@ use super::config::{RunConfig, RunFlags};
 use super::export::export_student;
 use super::run::{Session, Steps, drive};
 use crate::backend::{BackendTask, CpuBackend, Precision, cpu_device, dispatch};
-use crate::cmd::generate::configs::Configs;
-use crate::cmd::generate::paths::{Fallback, FileFlags, dit_files};
-use crate::cmd::generate::student::{StudentManifest, Vocabulary};
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use ff_model::text::PromptEncoderFiles;
 use ff_model::vae::WanVae;
 use ff_model::{AttentionBackend, DitConfig, LoraConfig, WanDit};
-use ff_train::checkpoint::{exported_roles, latest, load_dit, load_planner, read_state, unmerge_roles};
+use ff_sched::student::StudentManifest;
+use ff_sched::student::exported_roles;
+use ff_train::checkpoint::{latest, load_dit, load_planner, read_state, unmerge_roles};
 use ff_train::data::{ClipSource, ShardDataset};
 use ff_train::dmd::{DmdConfig, DmdShared, DmdTrainer};
 use ff_train::engine::StepReport;
+use flashforward::model::files::dit_files;
+use flashforward::model::{Configs, Fallback, FileOverrides};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -149,7 +150,7 @@ fn student_manifest(session: &Session<Section>) -> Result<StudentManifest> {
     Ok(StudentManifest {
         contract: session.config.objective.objective.contract_config(session.config.objective.objective.latents),
         frame_size: first.frame_size,
-        vocabulary: Vocabulary::of_captions(clips.iter().map(|c| c.caption.as_str())),
+        vocabulary: flashforward::prompt::vocabulary_of(clips.iter().map(|c| c.caption.as_str())),
     })
 }
 
@@ -223,7 +224,7 @@ impl BackendTask for Dmd {
             .with_context(|| format!("cannot load the critic's base from {}", critic_base.display()))?;
 
         let model_dir = s.config.paths.model_dir.clone();
-        let files = FileFlags { model_dir, ..Default::default() }.resolve(Fallback::Hub(None))?;
+        let files = FileOverrides { model_dir, ..Default::default() }.resolve(Fallback::Hub(None))?;
         let configs = Configs::read(&files)?;
         let vae = WanVae::<B>::load(&files.vae, &configs.vae, &teacher_device)
             .with_context(|| format!("cannot load the VAE from {}", files.vae.display()))?;

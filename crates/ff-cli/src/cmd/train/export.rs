@@ -6,16 +6,16 @@
 //!   the EMA weights;
 //! * the student (`train dmd`): `config.json`, `planner/` and `renderer/` (its EMA roles merged
 //!   into two plain DiTs, `ff_train::checkpoint::export_roles`) and `flashforward.json` (what it
-//!   was trained for, see `generate::student`), written last: its presence marks a complete export.
+//!   was trained for, see `ff_sched::student`), written last: its presence marks a complete export.
 //!
 //! `config.json` uses Wan's field names, the weights Wan keys.
 
 use crate::backend::{CpuBackend, cpu_device};
-use crate::cmd::generate::student::StudentManifest;
-use crate::video::write_atomic;
 use anyhow::{Context, Result};
 use ff_model::DitConfig;
 use ff_model::Role;
+use ff_model::io::write_atomic;
+use ff_sched::student::StudentManifest;
 use ff_train::checkpoint::{export_roles, load_dit, load_planner, write_role_model, write_tensors};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -78,5 +78,5 @@ fn write_dit_config(dit: &DitConfig, dir: &Path) -> Result<()> {
         "qk_norm": true,
         "cross_attn_norm": true,
     });
-    write_atomic(&dir.join("config.json"), |w| Ok(serde_json::to_writer_pretty(w, &json)?))
+    Ok(write_atomic(&dir.join("config.json"), |w| serde_json::to_writer_pretty(w, &json).map_err(Into::into))?)
 }

@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::video::write_atomic;
+use ff_model::io::write_atomic;
 
 pub const METRICS_FILE: &str = "metrics.jsonl";
 pub const LOSS_CURVE_FILE: &str = "loss.svg";
@@ -39,7 +39,7 @@ impl Metrics {
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
         let text: String = kept.iter().map(|v| format!("{v}\n")).collect();
-        write_atomic(&path, |w| Ok(w.write_all(text.as_bytes())?))?;
+        write_atomic(&path, |w| w.write_all(text.as_bytes()))?;
         let file = OpenOptions::new().append(true).open(&path).with_context(|| format!("cannot open {}", path.display()))?;
         let losses = kept.iter().filter_map(|v| Some((v["step"].as_u64()? as usize, v["loss"].as_f64()?))).collect();
         Ok(Self { path, file, losses })
@@ -63,7 +63,7 @@ impl Metrics {
     pub fn checkpoint(&mut self) -> Result<()> {
         self.file.sync_data().with_context(|| format!("cannot sync {}", self.path.display()))?;
         let svg = loss_svg(&self.losses);
-        write_atomic(&self.path.with_file_name(LOSS_CURVE_FILE), |w| Ok(w.write_all(svg.as_bytes())?))
+        Ok(write_atomic(&self.path.with_file_name(LOSS_CURVE_FILE), |w| w.write_all(svg.as_bytes()))?)
     }
 }
 

@@ -8,17 +8,17 @@ use super::config::RunConfig;
 use super::metrics::Metrics;
 use super::progress::StepProgress;
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
-use crate::cmd::generate::paths::dit_files;
 use crate::progress::install_interrupt_flag;
-use crate::video::write_atomic;
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
+use ff_model::io::write_atomic;
 use ff_model::{AttentionBackend, DitConfig, WanDit};
 use ff_train::checkpoint::{self, latest, restore};
 use ff_train::data::{ClipSource, LatentClip, ShardDataset};
 use ff_train::engine::{StepReport, Trainer};
 use ff_train::{Loss, Objective, TrainRng};
+use flashforward::model::files::dit_files;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::io::Write;
@@ -94,7 +94,7 @@ pub fn save_effective_config<C: Serialize + DeserializeOwned>(config: &RunConfig
     let effective = config.to_toml()?;
     eprintln!("effective config:\n{effective}");
     std::fs::create_dir_all(run).with_context(|| format!("cannot create the run directory {}", run.display()))?;
-    write_atomic(&run.join(CONFIG_FILE), |w| Ok(w.write_all(effective.as_bytes())?))
+    Ok(write_atomic(&run.join(CONFIG_FILE), |w| w.write_all(effective.as_bytes()))?)
 }
 
 /// Runs the session's training with `objective` on its devices (f32: optimizer state, EMA and

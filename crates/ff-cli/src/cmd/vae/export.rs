@@ -15,9 +15,9 @@
 //! old folder or the new one.
 
 use crate::backend::{CpuBackend, cpu_device};
-use crate::video::write_atomic;
 use anyhow::{Context, Result, bail};
 use ff_model::AttentionBackend;
+use ff_model::io::write_atomic;
 use ff_model::vae::{WanVae, WanVaeConfig};
 use ff_train::checkpoint::{Stored, latest, load_module_ema, read_module_state, write_tensors_as};
 use ff_train::data::ClipSource;
@@ -145,7 +145,7 @@ pub fn export<B: AttentionBackend>(vae: &WanVae<B>, stats: LatentStats, stored: 
     }
     std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
     let json = serde_json::to_string_pretty(&config.to_diffusers_json())?;
-    write_atomic(&tmp.join(CONFIG_FILE), |w| Ok(w.write_all(json.as_bytes())?))?;
+    write_atomic(&tmp.join(CONFIG_FILE), |w| w.write_all(json.as_bytes()))?;
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
     write_tensors_as(&tmp.join(WEIGHTS_FILE), vae.diffusers_tensors()?, metadata, stored)?;
     if out.exists() {

@@ -13,7 +13,6 @@
 use super::files::WorldDir;
 use crate::backend::{BackendTask, CpuBackend, DeviceSpec, Precision, cpu_device, dispatch};
 use crate::cmd::encode_videos::{file_id, video_tensor};
-use crate::video::Frame;
 use anyhow::{Context, Result, bail};
 use ff_model::AttentionBackend;
 use ff_model::text::PromptEncoderFiles;
@@ -22,6 +21,7 @@ use ff_train::data::shards::Encoders;
 use ff_train::data::{LatentClip, ShardWriter};
 use ff_world::render::{frames_for_seconds, render_from};
 use ff_world::{FPS, Scene};
+use flashforward::video::Frame;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -103,8 +103,11 @@ impl BackendTask for Encode {
             let prompts = self.text.embed::<CpuBackend>(&refs, None, &cpu_device())?;
             for ((name, scene, start), (caption, prompt)) in group.iter().zip(captions.into_iter().zip(prompts)) {
                 let clip = render_from(scene, *start, self.frames);
-                let frames: Vec<Frame> =
-                    clip.frames.into_iter().map(|rgb| Frame::new(clip.width, clip.height, rgb)).collect::<Result<_>>()?;
+                let frames: Vec<Frame> = clip
+                    .frames
+                    .into_iter()
+                    .map(|rgb| flashforward::video::frame(clip.width, clip.height, rgb))
+                    .collect::<flashforward::Result<_>>()?;
                 let latents = vae.normalize(vae.encode_mean(video_tensor::<B>(&frames, device))?);
                 let [_, c, l, h, w] = latents.dims();
                 let latents = latents.reshape([c, l, h, w]).into_data().convert::<f32>();

@@ -16,11 +16,12 @@ pub mod files;
 pub mod latents;
 pub mod text;
 
-use crate::video::{Frame, VideoSink, atomic::write_atomic};
 use anyhow::{Context, Result, bail};
+use ff_model::io::write_atomic;
 use ff_world::render::{frames_for_seconds, render_from};
 use ff_world::scene::window_start;
 use ff_world::{Scene, SceneConfig};
+use flashforward::video::{Frame, VideoSink};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -113,7 +114,7 @@ fn check_params(args: &Args) -> Result<()> {
         Err(_) if args.out.join("clip_00000.mp4").exists() => {
             bail!("{} holds clips but no {PARAMS_FILE} saying how they were drawn: use another --out", args.out.display())
         }
-        Err(_) => write_atomic(&file, |w| Ok(writeln!(w, "{params}")?)),
+        Err(_) => Ok(write_atomic(&file, |w| writeln!(w, "{params}"))?),
     }
 }
 
@@ -135,7 +136,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let path = args.out.join(&name);
         if !path.exists() {
             let clip = render_from(&scene, start, frames);
-            let frames: Vec<Frame> = clip.frames.into_iter().map(|rgb| Frame::new(clip.width, clip.height, rgb)).collect::<Result<_>>()?;
+            let frames: Vec<Frame> = clip
+                .frames
+                .into_iter()
+                .map(|rgb| flashforward::video::frame(clip.width, clip.height, rgb))
+                .collect::<flashforward::Result<_>>()?;
             let mut sink = VideoSink::create(&path)?;
             sink.push_frames(&frames)?;
             sink.finish()?;

@@ -11,9 +11,9 @@
 
 use super::files::WorldDir;
 use crate::backend::{CpuBackend, cpu_device};
-use crate::video::write_atomic;
 use anyhow::{Context, Result};
 use burn::tensor::backend::Backend;
+use ff_model::io::write_atomic;
 use ff_model::text::{Umt5Config, WORLD_VOCAB_SIZE, word_level_tokenizer};
 use std::collections::HashMap;
 use std::io::Write;
@@ -46,7 +46,7 @@ pub fn write(dir: &WorldDir, seed: u64) -> Result<()> {
     let tokenizer = word_level_tokenizer(&words, WORLD_VOCAB_SIZE)?;
     let path = dir.tokenizer();
     std::fs::create_dir_all(path.parent().unwrap_or(&dir.0)).with_context(|| format!("cannot create {}", path.display()))?;
-    write_atomic(&path, |w| Ok(w.write_all(tokenizer.as_bytes())?))?;
+    write_atomic(&path, |w| w.write_all(tokenizer.as_bytes()))?;
 
     let config = Umt5Config::tiny_world();
     let device = cpu_device();
@@ -68,7 +68,7 @@ pub fn write(dir: &WorldDir, seed: u64) -> Result<()> {
         "relative_attention_max_distance": config.relative_attention_max_distance,
         "layer_norm_epsilon": config.layer_norm_epsilon,
     });
-    write_atomic(&text.join("config.json"), |w| Ok(serde_json::to_writer_pretty(w, &json)?))?;
+    write_atomic(&text.join("config.json"), |w| serde_json::to_writer_pretty(w, &json).map_err(Into::into))?;
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
     ff_train::checkpoint::write_tensors(&text.join("model.safetensors"), encoder.file_tensors()?, metadata)?;
     Ok(())

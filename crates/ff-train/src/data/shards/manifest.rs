@@ -6,7 +6,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::atomic::write_atomic;
 use crate::{Result, TrainError};
 
 /// File name of the manifest in a dataset directory.
@@ -71,7 +70,7 @@ impl Manifest {
     pub fn save(&self, dir: &Path) -> Result<()> {
         let mut bytes = serde_json::to_vec_pretty(self).expect("a manifest serialises");
         bytes.push(b'\n');
-        write_atomic(&dir.join(MANIFEST), &bytes)
+        ff_model::io::write_atomic(&dir.join(MANIFEST), |w| std::io::Write::write_all(w, &bytes)).map_err(Into::into)
     }
 
     /// The format tag, and each entry consistent in itself: L in the latents shape, a prompt

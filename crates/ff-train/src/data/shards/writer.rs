@@ -10,7 +10,6 @@ use safetensors::tensor::TensorView;
 
 use super::manifest::{ClipEntry, Encoders, MANIFEST, Manifest};
 use crate::data::LatentClip;
-use crate::data::atomic::write_atomic;
 use crate::{Result, TrainError};
 
 /// Appends clips to a dataset directory.
@@ -114,7 +113,7 @@ impl ShardWriter {
             .collect::<std::result::Result<HashMap<_, _>, _>>()
             .map_err(|e| TrainError::Data { path: shard.clone(), message: e.to_string() })?;
         let bytes = safetensors::serialize(views, None).map_err(|e| TrainError::Data { path: shard.clone(), message: e.to_string() })?;
-        write_atomic(&shard, &bytes)?;
+        ff_model::io::write_atomic(&shard, |w| std::io::Write::write_all(w, &bytes))?;
         self.manifest.clips.extend(self.pending.drain(..).map(|(entry, _)| entry));
         self.manifest.save(&self.dir)
     }

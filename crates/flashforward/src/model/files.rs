@@ -1,5 +1,5 @@
-//! Where the model files of `generate` are: each file by flag, or found in a model directory in
-//! either layout Wan-AI publishes, or in the Hugging Face hub cache.
+//! Where a model's files are: each file named on its own, or found in a model folder in either
+//! layout Wan-AI publishes, or in the Hugging Face hub cache.
 //!
 //! | file | Wan2.1 original layout | diffusers layout |
 //! | --- | --- | --- |
@@ -9,13 +9,13 @@
 //! | text encoder | `models_t5_umt5-xxl-enc-bf16.pth` (umT5-XXL preset) | `text_encoder/model.safetensors(.index.json)` + `text_encoder/config.json` |
 //! | tokenizer | `google/umt5-xxl/tokenizer.json` | `tokenizer/tokenizer.json` |
 //!
-//! Without `--model-dir`, the files come from a [`Fallback`]: `generate` reads the default model,
-//! the small world's student shipped in the repository ([`default_model_dir`]: `$FF_MODEL_DIR`,
-//! else the checkout's `models/world/`), or with `--hub` the hub cache, as `encode-videos` always
-//! does. The hub cache (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
-//! `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`) is searched for the
-//! snapshots of [`HUB_REPOS`] (`models--Wan-AI--<name>/snapshots/<hash>`, the hash from
-//! `refs/main` when present). A flag always wins over what a directory provides.
+//! Without a model folder, the files come from a [`Fallback`]: the default model, the small
+//! world's student shipped in the repository ([`default_model_dir`]: `$FF_MODEL_DIR`, else the
+//! checkout's `models/world/`), or the hub cache. The hub cache is read with the `hf-hub` crate's
+//! cache API (no download client is built in): its root is `$HF_HUB_CACHE` when set (as the
+//! Python `huggingface_hub` does), else `hf-hub`'s (`$HF_HOME/hub`, else
+//! `~/.cache/huggingface/hub`), and the snapshot of the first of [`HUB_REPOS`] that `refs/main`
+//! names is used. A file named on its own always wins over what a folder provides.
 //!
 //! The default model is found through the path of this crate's source at build time rather than
 //! embedded in the binary: its weights are retrained without a rebuild of every test binary, and
@@ -23,25 +23,44 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use crate::error::{Result, invalid};
 
 /// The variable that names the default model directory instead of the checkout's `models/world`.
 pub const MODEL_DIR_ENV: &str = "FF_MODEL_DIR";
 
-/// The default model directory: `$FF_MODEL_DIR` when set, else `models/world` of the checkout
-/// this binary was built from.
-pub fn default_model_dir(env: impl Fn(&str) -> Option<String>) -> PathBuf {
-    match env(MODEL_DIR_ENV).filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("crates/ff-cli is two levels deep").join("models/world"),
+/// The default model's folder: `$FF_MODEL_DIR` when set, else `models/world` of the checkout
+/// this crate was built from; an error naming both when the folder does not exist.
+///
+/// ```
+/// let dir = flashforward::default_model_dir().unwrap();
+/// assert!(dir.join("flashforward.json").is_file() || dir.join("transformer").is_dir());
+/// ```
+pub fn default_model_dir() -> Result<PathBuf> {
+    let dir = default_model_dir_in(|k| std::env::var(k).ok());
+    match dir.is_dir() {
+        true => Ok(dir),
+        false => invalid!(
+            "the default model folder {} does not exist: set ${MODEL_DIR_ENV} to a copy of the repository's models/world",
+            dir.display()
+        ),
     }
 }
 
-/// Where the files come from when `--model-dir` is not given.
+/// [`default_model_dir`] with the environment `env`, whether or not the folder exists.
+pub fn default_model_dir_in(env: impl Fn(&str) -> Option<String>) -> PathBuf {
+    match env(MODEL_DIR_ENV).filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("crates/flashforward is two levels deep").join("models/world")
+        }
+    }
+}
+
+/// Where the files come from when no model folder is given.
 #[derive(Debug, Clone, Copy)]
 pub enum Fallback<'a> {
-    /// The Hugging Face hub cache rooted here (`None`: no cache to search).
-    Hub(Option<&'a Path>),
+    /// The Hugging Face hub cache ([`hub_cache`]; `None`: no cache to search).
+    Hub(Option<&'a hf_hub::Cache>),
     /// The default model directory ([`default_model_dir`]).
     Default(&'a Path),
 }
@@ -50,45 +69,53 @@ pub enum Fallback<'a> {
 pub const HUB_REPOS: [&str; 4] =
     ["Wan-AI/Wan2.1-T2V-1.3B", "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", "Wan-AI/Wan2.1-T2V-14B", "Wan-AI/Wan2.1-T2V-14B-Diffusers"];
 
-/// Files given one by one on the command line (each overrides the directory's).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct FileFlags {
-    /// Directory with the model files (Wan2.1 original or diffusers layout); default: the
-    /// default model (`generate`) or the Hugging Face hub cache (`encode-videos`).
-    #[arg(long)]
+/// A model folder and files named one by one (each overrides the folder's; the CLI's `--dit`,
+/// `--vae`, ... flags).
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct FileOverrides {
+    /// Folder with the model files (Wan2.1 original or diffusers layout).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub model_dir: Option<PathBuf>,
-    /// DiT weights: a .safetensors file, a shard index json, a directory, or a .pt checkpoint.
-    #[arg(long)]
+    /// DiT weights: a .safetensors file, a shard index json, a folder, or a .pt checkpoint.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dit: Option<PathBuf>,
     /// DiT config.json (Wan or diffusers field names).
-    #[arg(long)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dit_config: Option<PathBuf>,
     /// VAE weights (Wan2.1_VAE.pth or diffusers safetensors).
-    #[arg(long)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub vae: Option<PathBuf>,
     /// VAE config.json (diffusers); default: the Wan2.1 VAE.
-    #[arg(long)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub vae_config: Option<PathBuf>,
     /// umT5 encoder weights (Wan .pth or transformers safetensors).
-    #[arg(long)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub text_encoder: Option<PathBuf>,
     /// umT5 config.json (transformers); default: umT5-XXL.
-    #[arg(long)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub text_encoder_config: Option<PathBuf>,
     /// tokenizer.json of google/umt5-xxl.
-    #[arg(long)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub tokenizer: Option<PathBuf>,
 }
 
-/// Every file `generate` reads. `None` configs mean the preset of the released model.
+/// Every file a generation reads. `None` configs mean the preset of the released model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelFiles {
+    /// DiT weights (a file, a shard index, an exported student's folder, or a training run).
     pub dit: PathBuf,
+    /// DiT config.json.
     pub dit_config: PathBuf,
+    /// VAE weights.
     pub vae: PathBuf,
+    /// VAE config.json (`None`: the Wan2.1 VAE).
     pub vae_config: Option<PathBuf>,
+    /// umT5 encoder weights.
     pub text_encoder: PathBuf,
+    /// umT5 config.json (`None`: umT5-XXL).
     pub text_encoder_config: Option<PathBuf>,
+    /// tokenizer.json.
     pub tokenizer: PathBuf,
 }
 
@@ -104,20 +131,26 @@ struct Found {
     tokenizer: Option<PathBuf>,
 }
 
-impl FileFlags {
-    /// Resolves every file from the flags, the model directory, or `fallback` (for the hub, the
-    /// cache root to search; see [`hub_cache_dir`]). Errors name each missing file and where it
-    /// was looked for.
+impl ModelFiles {
+    /// The files of the model folder `dir` (either layout).
+    pub fn from_dir(dir: impl Into<PathBuf>) -> Result<Self> {
+        FileOverrides { model_dir: Some(dir.into()), ..Default::default() }.resolve(Fallback::Hub(None))
+    }
+}
+
+impl FileOverrides {
+    /// Resolves every file from the overrides, the model folder, or `fallback`. Errors name each
+    /// missing file and where it was looked for.
     pub fn resolve(&self, fallback: Fallback) -> Result<ModelFiles> {
         // Said once, after the list of missing files: where else to look.
         let (origin, found, hint) = match (&self.model_dir, fallback) {
             (Some(dir), _) => {
                 if !dir.is_dir() {
-                    bail!("--model-dir {}: no such directory", dir.display());
+                    invalid!("--model-dir {}: no such directory", dir.display());
                 }
                 (format!("--model-dir {}", dir.display()), scan(dir), String::new())
             }
-            (None, Fallback::Hub(hub)) => match hub.and_then(find_hub_snapshot) {
+            (None, Fallback::Hub(hub)) => match hub.and_then(hub_snapshot) {
                 Some(snapshot) => (format!("the Hugging Face cache ({})", snapshot.display()), scan(&snapshot), String::new()),
                 None => (
                     "the Hugging Face cache (no --model-dir given)".to_string(),
@@ -126,7 +159,7 @@ impl FileFlags {
                         "\nno snapshot of {} in the Hugging Face cache{}; download one with \
                          `huggingface-cli download {}` or pass --model-dir DIR",
                         HUB_REPOS.join(", "),
-                        hub.map(|h| format!(" ({})", h.display())).unwrap_or_default(),
+                        hub.map(|h| format!(" ({})", h.path().display())).unwrap_or_default(),
                         HUB_REPOS[0]
                     ),
                 ),
@@ -166,21 +199,21 @@ impl FileFlags {
         let vae_config = optional(&self.vae_config, found.vae_config, "vae-config");
         let text_encoder_config = optional(&self.text_encoder_config, found.text_encoder_config, "text-encoder-config");
         if !missing.is_empty() {
-            bail!("model files missing:\n  {}{hint}", missing.join("\n  "));
+            invalid!("model files missing:\n  {}{hint}", missing.join("\n  "));
         }
         Ok(ModelFiles { dit, dit_config, vae, vae_config, text_encoder, text_encoder_config, tokenizer })
     }
 }
 
-/// The DiT weights and config of model directory `dir` (either layout), for commands that use
-/// only the DiT.
+/// The DiT weights and config of model folder `dir` (either layout), for work that uses only
+/// the DiT (training).
 pub fn dit_files(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     if !dir.is_dir() {
-        bail!("--model-dir {}: no such directory", dir.display());
+        invalid!("--model-dir {}: no such directory", dir.display());
     }
     match scan(dir) {
         Found { dit: Some(dit), dit_config: Some(config), .. } => Ok((dit, config)),
-        _ => bail!(
+        _ => invalid!(
             "--model-dir {}: no DiT (expected diffusion_pytorch_model*.safetensors and config.json, or transformer/ with both)",
             dir.display()
         ),
@@ -220,33 +253,24 @@ fn scan_diffusers(dir: &Path) -> Found {
     }
 }
 
-/// The hub cache root from the environment (see the module docs); `None` without a home.
-pub fn hub_cache_dir(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    let var = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    var("HF_HUB_CACHE")
-        .or_else(|| var("HF_HOME").map(|h| h.join("hub")))
-        .or_else(|| var("XDG_CACHE_HOME").map(|c| c.join("huggingface/hub")))
-        .or_else(|| var("HOME").map(|h| h.join(".cache/huggingface/hub")))
+/// The Hugging Face hub cache of this environment (see the module docs); `None` without
+/// `$HF_HUB_CACHE`, `$HF_HOME` or a home folder.
+pub fn hub_cache() -> Option<hf_hub::Cache> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    match (var("HF_HUB_CACHE"), var("HF_HOME"), var("HOME")) {
+        (Some(root), ..) => Some(hf_hub::Cache::new(root.into())),
+        (None, None, None) => None,
+        _ => Some(hf_hub::Cache::from_env()),
+    }
 }
 
-/// The snapshot of the first [`HUB_REPOS`] entry cached under `hub`: the one `refs/main` names,
-/// else the most recently modified.
-fn find_hub_snapshot(hub: &Path) -> Option<PathBuf> {
+/// The snapshot folder of the first [`HUB_REPOS`] entry in `cache` whose `refs/main` snapshot
+/// holds a model (its `model_index.json`, diffusers layout, or `config.json`, original layout).
+fn hub_snapshot(cache: &hf_hub::Cache) -> Option<PathBuf> {
     HUB_REPOS.iter().find_map(|repo| {
-        let root = hub.join(format!("models--{}", repo.replace('/', "--")));
-        let snapshots = root.join("snapshots");
-        if let Ok(hash) = std::fs::read_to_string(root.join("refs/main")) {
-            let named = snapshots.join(hash.trim());
-            if named.is_dir() {
-                return Some(named);
-            }
-        }
-        std::fs::read_dir(&snapshots)
-            .ok()?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().is_dir())
-            .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
-            .map(|e| e.path())
+        let repo = cache.model(repo.to_string());
+        let marker = repo.get("model_index.json").or_else(|| repo.get("config.json"))?;
+        marker.parent().map(Path::to_path_buf)
     })
 }
 
@@ -300,15 +324,15 @@ mod tests {
         "tokenizer/tokenizer.json",
     ];
 
-    fn dir_flags(dir: &Path) -> FileFlags {
-        FileFlags { model_dir: Some(dir.to_path_buf()), ..Default::default() }
+    fn dir_overrides(dir: &Path) -> FileOverrides {
+        FileOverrides { model_dir: Some(dir.to_path_buf()), ..Default::default() }
     }
 
     #[test]
     fn original_layout_is_found() {
         let s = Scratch::new("original");
         s.touch(&ORIGINAL);
-        let files = dir_flags(&s.0).resolve(Fallback::Hub(None)).unwrap();
+        let files = dir_overrides(&s.0).resolve(Fallback::Hub(None)).unwrap();
         let d = &s.0;
         assert_eq!(
             files,
@@ -329,7 +353,7 @@ mod tests {
             "diffusion_pytorch_model-00002-of-00002.safetensors",
             "diffusion_pytorch_model.safetensors.index.json",
         ]);
-        let files = dir_flags(&sharded.0).resolve(Fallback::Hub(None)).unwrap();
+        let files = dir_overrides(&sharded.0).resolve(Fallback::Hub(None)).unwrap();
         assert_eq!(files.dit, sharded.0.join("diffusion_pytorch_model.safetensors.index.json"));
     }
 
@@ -337,7 +361,7 @@ mod tests {
     fn diffusers_layout_is_found() {
         let s = Scratch::new("diffusers");
         s.touch(&DIFFUSERS);
-        let files = dir_flags(&s.0).resolve(Fallback::Hub(None)).unwrap();
+        let files = dir_overrides(&s.0).resolve(Fallback::Hub(None)).unwrap();
         let d = &s.0;
         assert_eq!(files.dit, d.join("transformer"));
         assert_eq!(files.dit_config, d.join("transformer/config.json"));
@@ -352,7 +376,8 @@ mod tests {
     fn a_diffusers_directory_without_a_transformer_gives_its_other_files() {
         let s = Scratch::new("no-transformer");
         s.touch(&DIFFUSERS[3..]).touch(&["teacher/config.json", "teacher/diffusion_pytorch_model.safetensors"]);
-        let flags = FileFlags { dit: Some(s.0.join("teacher")), dit_config: Some(s.0.join("teacher/config.json")), ..dir_flags(&s.0) };
+        let flags =
+            FileOverrides { dit: Some(s.0.join("teacher")), dit_config: Some(s.0.join("teacher/config.json")), ..dir_overrides(&s.0) };
         let files = flags.resolve(Fallback::Hub(None)).unwrap();
         assert_eq!((files.vae, files.dit), (s.0.join("vae/diffusion_pytorch_model.safetensors"), s.0.join("teacher")));
     }
@@ -361,8 +386,11 @@ mod tests {
     fn flags_override_the_directory() {
         let s = Scratch::new("override");
         s.touch(&ORIGINAL).touch(&["mine/vae.safetensors", "mine/vae.json"]);
-        let flags =
-            FileFlags { vae: Some(s.0.join("mine/vae.safetensors")), vae_config: Some(s.0.join("mine/vae.json")), ..dir_flags(&s.0) };
+        let flags = FileOverrides {
+            vae: Some(s.0.join("mine/vae.safetensors")),
+            vae_config: Some(s.0.join("mine/vae.json")),
+            ..dir_overrides(&s.0)
+        };
         let files = flags.resolve(Fallback::Hub(None)).unwrap();
         assert_eq!(files.vae, s.0.join("mine/vae.safetensors"));
         assert_eq!(files.vae_config, Some(s.0.join("mine/vae.json")));
@@ -373,16 +401,16 @@ mod tests {
     fn missing_files_are_named() {
         let s = Scratch::new("missing");
         s.touch(&ORIGINAL[..3]);
-        let flags = FileFlags { tokenizer: Some(s.0.join("nope/tokenizer.json")), ..dir_flags(&s.0) };
+        let flags = FileOverrides { tokenizer: Some(s.0.join("nope/tokenizer.json")), ..dir_overrides(&s.0) };
         let err = flags.resolve(Fallback::Hub(None)).unwrap_err().to_string();
         assert!(err.contains("text-encoder: not found in --model-dir"), "{err}");
         assert!(err.contains("models_t5_umt5-xxl-enc-bf16.pth"), "{err}");
         assert!(err.contains("nope/tokenizer.json does not exist"), "{err}");
         assert!(!err.contains("dit:"), "the DiT is there: {err}");
-        let err = FileFlags::default().resolve(Fallback::Hub(None)).unwrap_err().to_string();
+        let err = FileOverrides::default().resolve(Fallback::Hub(None)).unwrap_err().to_string();
         assert!(err.contains("no --model-dir") && err.contains("huggingface-cli download Wan-AI/Wan2.1-T2V-1.3B"), "{err}");
         assert_eq!(err.matches(HUB_REPOS[3]).count(), 1, "the repositories are listed once: {err}");
-        let err = dir_flags(&s.0.join("absent")).resolve(Fallback::Hub(None)).unwrap_err().to_string();
+        let err = dir_overrides(&s.0.join("absent")).resolve(Fallback::Hub(None)).unwrap_err().to_string();
         assert!(err.contains("absent: no such directory"), "{err}");
     }
 
@@ -394,45 +422,34 @@ mod tests {
         hub.touch(&snap("aaaa")).touch(&snap("bbbb"));
         fs::create_dir_all(hub.0.join(repo).join("refs")).unwrap();
         fs::write(hub.0.join(repo).join("refs/main"), "aaaa\n").unwrap();
-        let files = FileFlags::default().resolve(Fallback::Hub(Some(&hub.0))).unwrap();
-        assert_eq!(files.dit, hub.0.join(repo).join("snapshots/aaaa/transformer"));
+        let cache = hf_hub::Cache::new(hub.0.clone());
+        let files = FileOverrides::default().resolve(Fallback::Hub(Some(&cache))).unwrap();
+        assert_eq!(files.dit, hub.0.join(repo).join("snapshots/aaaa/transformer"), "the snapshot refs/main names");
         // --model-dir wins over the cache.
         let dir = Scratch::new("hub-dir");
         dir.touch(&ORIGINAL);
-        assert_eq!(dir_flags(&dir.0).resolve(Fallback::Hub(Some(&hub.0))).unwrap().dit, dir.0.join(ORIGINAL[0]));
+        assert_eq!(dir_overrides(&dir.0).resolve(Fallback::Hub(Some(&cache))).unwrap().dit, dir.0.join(ORIGINAL[0]));
     }
 
     #[test]
     fn the_default_model_is_found_without_flags() {
         let world = Scratch::new("default");
         world.touch(&DIFFUSERS[1..]);
-        let files = FileFlags::default().resolve(Fallback::Default(&world.0)).unwrap();
+        let files = FileOverrides::default().resolve(Fallback::Default(&world.0)).unwrap();
         assert_eq!((files.dit, files.tokenizer), (world.0.join("transformer"), world.0.join("tokenizer/tokenizer.json")));
         let wan = Scratch::new("default-wan");
         wan.touch(&ORIGINAL);
-        assert_eq!(dir_flags(&wan.0).resolve(Fallback::Default(&world.0)).unwrap().dit, wan.0.join(ORIGINAL[0]), "--model-dir wins");
+        assert_eq!(dir_overrides(&wan.0).resolve(Fallback::Default(&world.0)).unwrap().dit, wan.0.join(ORIGINAL[0]), "--model-dir wins");
         let untrained = Scratch::new("default-untrained");
         untrained.touch(&DIFFUSERS[3..]);
-        let err = FileFlags::default().resolve(Fallback::Default(&untrained.0)).unwrap_err().to_string();
+        let err = FileOverrides::default().resolve(Fallback::Default(&untrained.0)).unwrap_err().to_string();
         assert!(err.contains("dit: not found in the default model"), "{err}");
         assert!(!err.contains("vae:") && !err.contains("tokenizer:"), "the default model's other files are there: {err}");
         for hint in ["scripts/train-default.sh", "FF_MODEL_DIR", "--model-dir DIR or --hub"] {
             assert!(err.contains(hint), "{hint}: {err}");
         }
-        assert_eq!(default_model_dir(|k| (k == MODEL_DIR_ENV).then(|| "/m".to_string())), PathBuf::from("/m"));
-        let repo = default_model_dir(|_| None);
+        assert_eq!(default_model_dir_in(|k| (k == MODEL_DIR_ENV).then(|| "/m".to_string())), PathBuf::from("/m"));
+        let repo = default_model_dir_in(|_| None);
         assert!(repo.ends_with("models/world") && repo.join("../../crates/ff-cli/Cargo.toml").is_file(), "{}", repo.display());
-    }
-
-    #[test]
-    fn hub_cache_root_follows_the_environment() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
-        };
-        assert_eq!(hub_cache_dir(env(&[("HF_HUB_CACHE", "/c"), ("HF_HOME", "/h")])), Some("/c".into()));
-        assert_eq!(hub_cache_dir(env(&[("HF_HOME", "/h"), ("HOME", "/home/u")])), Some("/h/hub".into()));
-        assert_eq!(hub_cache_dir(env(&[("XDG_CACHE_HOME", "/x")])), Some("/x/huggingface/hub".into()));
-        assert_eq!(hub_cache_dir(env(&[("HOME", "/home/u")])), Some("/home/u/.cache/huggingface/hub".into()));
-        assert_eq!(hub_cache_dir(env(&[])), None);
     }
 }

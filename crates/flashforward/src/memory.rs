@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Context, Result, invalid};
 use ff_model::dit::DitConfig;
 use ff_model::load::{CheckpointFile, CheckpointFiles, SafetensorsHeader};
 use ff_sched::Graph;
@@ -19,26 +19,31 @@ use ff_sched::bank::{KvDims, bank_plan};
 use ff_sched::exec::{Placement, Roles};
 use ff_sched::schedule::{KvKey, NodeId};
 
-use super::devices::device_of;
+use crate::executor::device_of;
 
 /// One named part of an estimate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Part {
+    /// What it is.
     pub what: String,
+    /// Its size.
     pub bytes: u64,
 }
 
 /// What one device must hold at its peak.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Estimate {
+    /// The parts, in the order added.
     pub parts: Vec<Part>,
 }
 
 impl Estimate {
+    /// Adds a part.
     pub fn add(&mut self, what: impl Into<String>, bytes: u64) {
         self.parts.push(Part { what: what.into(), bytes });
     }
 
+    /// The sum of the parts.
     pub fn total(&self) -> u64 {
         self.parts.iter().map(|p| p.bytes).sum()
     }
@@ -49,7 +54,7 @@ impl Estimate {
             return Ok(());
         }
         let parts: Vec<String> = self.parts.iter().map(|p| format!("{}: {}", p.what, human(p.bytes))).collect();
-        bail!(
+        invalid!(
             "not enough memory on {device}: the run needs about {} but {} is available ({}); \
              use a smaller --height/--width, fewer latents, another --executor or more --devices",
             human(self.total()),
@@ -133,17 +138,22 @@ pub fn text_context_bytes(c: &DitConfig, dtype_bytes: usize) -> u64 {
 
 /// What the per-device estimate is made of.
 pub struct Sizes<'a> {
+    /// The DiT's config.
     pub dit: &'a DitConfig,
     /// Elements of one full-weight DiT copy, and whether the checkpoint has roles (then each role
     /// is its own merged copy; a plain model is one copy for both).
     pub dit_elements: u64,
+    /// Whether the checkpoint has roles.
     pub roles: bool,
     /// VAE parameters and first-stage width (it decodes on device 0).
     pub vae_elements: u64,
+    /// The VAE's first-stage width.
     pub vae_base_dim: usize,
     /// Video frame height and width in pixels, and latent frame height and width.
     pub pixels: [usize; 2],
+    /// Latent frame height and width.
     pub latents: [usize; 2],
+    /// Bytes per float.
     pub dtype_bytes: usize,
 }
 
@@ -301,9 +311,7 @@ mod tests {
         use ff_model::LoraConfig;
         use ff_model::dit::WanDit;
         use ff_sched::exec::{DitRunner, NoiseSpec};
-        let fixtures = std::env::var_os("FF_FIXTURES")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
+        let fixtures = ff_model::fixture::dir();
         let dir = fixtures.join("wan_dit_tiny");
         let config = DitConfig::from_json(dir.join("meta.json")).unwrap();
         let path = dir.join("weights_wan.safetensors");

@@ -19,8 +19,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow, bail};
-use image::RgbImage;
+use crate::error::{Context, Result, invalid};
 use image::imageops::{self, FilterType};
 use mp4::{MediaType, Mp4Reader, Mp4Track};
 use openh264::OpenH264API;
@@ -55,13 +54,13 @@ impl Mp4Input {
         let reader =
             Mp4Reader::read_header(BufReader::new(file), len).with_context(|| format!("{} is not a readable MP4", path.display()))?;
         if reader.is_fragmented() {
-            bail!("{}: fragmented MP4 is not supported; remux it (ffmpeg -i in.mp4 -c copy out.mp4)", path.display());
+            invalid!("{}: fragmented MP4 is not supported; remux it (ffmpeg -i in.mp4 -c copy out.mp4)", path.display());
         }
         let track = reader
             .tracks()
             .values()
             .find(|t| matches!(t.media_type(), Ok(MediaType::H264)))
-            .ok_or_else(|| anyhow!("{}: no H.264 video track", path.display()))?;
+            .ok_or_else(|| crate::Error::Invalid(format!("{}: no H.264 video track", path.display())))?;
         let stbl = &track.trak.mdia.minf.stbl;
         let avcc = &stbl.stsd.avc1.as_ref().expect("an H.264 track has an avc1 entry").avcc;
         let mut parameter_sets = Vec::new();
@@ -100,16 +99,18 @@ impl Mp4Input {
     pub fn read_frames(mut self, count: usize, width: usize, height: usize) -> Result<Vec<Frame>> {
         let available = self.frames_at_fps();
         if count > available {
-            bail!("{}: {count} frames at {FPS} FPS requested, the video has {available}", self.path.display());
+            invalid!("{}: {count} frames at {FPS} FPS requested, the video has {available}", self.path.display());
         }
         let name = self.path.display().to_string();
         let config = DecoderConfig::new().flush_after_decode(Flush::NoFlush);
-        let mut decoder =
-            Decoder::with_api_config(OpenH264API::from_source(), config).map_err(|e| anyhow!("{name}: H.264 decoder: {e}"))?;
-        decoder.decode(&self.parameter_sets).map_err(|e| anyhow!("{name}: bad SPS/PPS: {e}"))?;
+        let mut decoder = Decoder::with_api_config(OpenH264API::from_source(), config)
+            .map_err(|e| crate::Error::Invalid(format!("{name}: H.264 decoder: {e}")))?;
+        decoder.decode(&self.parameter_sets).map_err(|e| crate::Error::Invalid(format!("{name}: bad SPS/PPS: {e}")))?;
         let first = self.times.first().copied().unwrap_or(0);
         let mut out = Resampler { frames: Vec::with_capacity(count), count, shown: None, first, step: self.timescale };
-        let time_of = |picture: usize| self.times.get(picture).copied().ok_or_else(|| anyhow!("{name}: more pictures than samples"));
+        let time_of = |picture: usize| {
+            self.times.get(picture).copied().ok_or_else(|| crate::Error::Invalid(format!("{name}: more pictures than samples")))
+        };
         let mut pictures = 0;
         let mut packet = Vec::new();
         for index in 1..=self.times.len() as u32 {
@@ -120,23 +121,24 @@ impl Mp4Input {
                 .reader
                 .read_sample(self.track_id, index)
                 .with_context(|| format!("{name}: cannot read sample {index}"))?
-                .ok_or_else(|| anyhow!("{name}: sample {index} is missing"))?;
+                .ok_or_else(|| crate::Error::Invalid(format!("{name}: sample {index} is missing")))?;
             annex_b(&sample.bytes, self.length_size, &mut packet).with_context(|| format!("{name}: sample {index}"))?;
-            let picture = decoder.decode(&packet).map_err(|e| anyhow!("{name}: cannot decode sample {index}: {e}"))?;
+            let picture =
+                decoder.decode(&packet).map_err(|e| crate::Error::Invalid(format!("{name}: cannot decode sample {index}: {e}")))?;
             if let Some(yuv) = picture {
                 out.push(time_of(pictures)?, to_frame(&yuv)?, width, height)?;
                 pictures += 1;
             }
         }
         if !out.done() {
-            for yuv in decoder.flush_remaining().map_err(|e| anyhow!("{name}: cannot flush the decoder: {e}"))? {
+            for yuv in decoder.flush_remaining().map_err(|e| crate::Error::Invalid(format!("{name}: cannot flush the decoder: {e}")))? {
                 out.push(time_of(pictures)?, to_frame(&yuv)?, width, height)?;
                 pictures += 1;
             }
             out.finish(self.end, width, height)?;
         }
         if !out.done() {
-            bail!("{name}: decoded {pictures} of {} pictures, {} of {count} frames", self.times.len(), out.frames.len());
+            invalid!("{name}: decoded {pictures} of {} pictures, {} of {count} frames", self.times.len(), out.frames.len());
         }
         Ok(out.frames)
     }
@@ -207,7 +209,7 @@ fn presentation_times(track: &Mp4Track) -> Result<(Vec<i64>, i64)> {
         }
     }
     if times.len() != samples {
-        bail!("the decode-time table covers {} samples, the track has {samples}", times.len());
+        invalid!("the decode-time table covers {} samples, the track has {samples}", times.len());
     }
     times.sort_unstable();
     Ok((times, end))
@@ -219,12 +221,12 @@ fn annex_b(sample: &[u8], length_size: usize, out: &mut Vec<u8>) -> Result<()> {
     let mut rest = sample;
     while !rest.is_empty() {
         if rest.len() < length_size {
-            bail!("{} trailing bytes are not a NAL length", rest.len());
+            invalid!("{} trailing bytes are not a NAL length", rest.len());
         }
         let (prefix, tail) = rest.split_at(length_size);
         let len = prefix.iter().fold(0usize, |n, b| n << 8 | usize::from(*b));
         if len > tail.len() {
-            bail!("NAL unit of {len} bytes, {} left in the sample", tail.len());
+            invalid!("NAL unit of {len} bytes, {} left in the sample", tail.len());
         }
         out.extend([0, 0, 0, 1]);
         out.extend(&tail[..len]);
@@ -237,14 +239,14 @@ fn to_frame(yuv: &DecodedYUV<'_>) -> Result<Frame> {
     let (width, height) = yuv.dimensions();
     let mut rgb = vec![0; 3 * width * height];
     yuv.write_rgb8(&mut rgb);
-    Frame::new(width, height, rgb)
+    super::frame::frame(width, height, rgb)
 }
 
 /// `frame` centre-cropped to the aspect ratio of `width × height` and resized to it.
 pub fn fit(frame: &Frame, width: usize, height: usize) -> Result<Frame> {
-    let (w, h) = (frame.width(), frame.height());
+    let (w, h) = (frame.width() as usize, frame.height() as usize);
     if width == 0 || height == 0 {
-        bail!("target size {width}x{height} is empty");
+        invalid!("target size {width}x{height} is empty");
     }
     // The largest centred crop with crop_w / crop_h = width / height.
     let (crop_w, crop_h) = if w * height > width * h {
@@ -252,14 +254,13 @@ pub fn fit(frame: &Frame, width: usize, height: usize) -> Result<Frame> {
     } else {
         (w, ((w * height) as f64 / width as f64).round().max(1.0) as usize)
     };
-    let image = RgbImage::from_raw(w as u32, h as u32, frame.rgb().to_vec()).expect("a frame holds w·h·3 bytes");
-    let cropped = imageops::crop_imm(&image, ((w - crop_w) / 2) as u32, ((h - crop_h) / 2) as u32, crop_w as u32, crop_h as u32).to_image();
+    let cropped = imageops::crop_imm(frame, ((w - crop_w) / 2) as u32, ((h - crop_h) / 2) as u32, crop_w as u32, crop_h as u32).to_image();
     let resized = if (crop_w, crop_h) == (width, height) {
         cropped
     } else {
         imageops::resize(&cropped, width as u32, height as u32, FilterType::CatmullRom)
     };
-    Frame::new(width, height, resized.into_raw())
+    super::frame::frame(width, height, resized.into_raw())
 }
 
 #[cfg(test)]

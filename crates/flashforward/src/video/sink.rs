@@ -1,49 +1,21 @@
-//! Video output at [`FPS`] frames per second: MP4 (H.264), animated GIF, or numbered PNG frames,
-//! written chunk by chunk.
-//!
-//! Every [`VideoSink::push_frames`] call is a chunk boundary: when it returns, the output on disk
-//! is complete and playable with every frame pushed so far (MP4 and GIF: the file is rewritten to
-//! a temp file and renamed over the output; PNG: each frame file is written atomically). So an
-//! interrupted run, by Ctrl-C or even a kill, leaves the finished chunks; [`VideoSink::finish`]
-//! only checks that something was written and returns the path.
-//!
-//! The format follows the output path: `.mp4`, `.gif`, `.png` (frames `<stem>_00000.png`, ...
-//! beside it) or a directory (an existing one, a path ending in `/`, or a path without extension:
-//! frames `<dir>/frame_00000.png`, ...). An existing output file, or numbered frames of the same
-//! name, are removed when the sink is created, so the disk never shows a stale video as this run's.
-
-pub mod atomic;
-mod count;
-mod decode;
-mod frame;
-mod gif_sink;
-mod mp4_sink;
-mod png_sink;
-#[cfg(test)]
-mod tests;
+//! [`VideoSink`]: a video written chunk by chunk, complete and playable after every chunk (see the
+//! module docs of [`crate::video`]).
 
 use std::fs;
 use std::path::{MAIN_SEPARATOR, Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
-
-pub(crate) use atomic::write_atomic;
-pub use count::FrameCount;
-pub use decode::Mp4Input;
-pub use frame::{Frame, frames_from_tensor_data};
-use gif_sink::GifSink;
-use mp4_sink::Mp4Sink;
-use png_sink::PngSink;
-
-/// Frame rate of every video output.
-pub const FPS: u32 = 16;
+use super::Frame;
+use super::gif_sink::GifSink;
+use super::mp4_sink::Mp4Sink;
+use super::png_sink::PngSink;
+use crate::error::{Context, Result, invalid};
 
 /// Writes a video chunk by chunk; see the module docs for formats and interruption safety.
 pub struct VideoSink {
     encoder: Encoder,
     /// What [`VideoSink::finish`] returns: the file, the frame directory or the frame pattern.
     output: PathBuf,
-    size: Option<(usize, usize)>,
+    size: Option<(u32, u32)>,
     frames: usize,
 }
 
@@ -74,7 +46,7 @@ impl Layout {
             }
             Some(ext @ ("mp4" | "gif")) => Self::File { path: path.to_path_buf(), mp4: ext == "mp4" },
             Some(other) => {
-                bail!("unsupported video output `.{other}` in {}: use .mp4, .gif, .png (numbered frames) or a directory", path.display())
+                invalid!("unsupported video output `.{other}` in {}: use .mp4, .gif, .png (numbered frames) or a directory", path.display())
             }
         })
     }
@@ -95,11 +67,10 @@ impl VideoSink {
     pub fn check(path: &Path) -> Result<()> {
         let first = Layout::of(path)?.first_file();
         let dir = parent(&first);
-        fs::create_dir_all(&dir).with_context(|| format!("--out {}: cannot create the directory {}", path.display(), dir.display()))?;
-        let probe = atomic::temp_path(&first);
-        fs::write(&probe, b"")
-            .and_then(|()| fs::remove_file(&probe))
-            .with_context(|| format!("--out {}: cannot write {}", path.display(), probe.display()))
+        fs::create_dir_all(&dir)
+            .map_err(|e| crate::Error::io(&dir, e))
+            .with_context(|| format!("--out {}: cannot create the directory {}", path.display(), dir.display()))?;
+        ff_model::io::check_writable(&dir).with_context(|| format!("--out {}: cannot write in {}", path.display(), dir.display()))
     }
 
     /// A sink for `path`, its format chosen by extension (see the module docs).
@@ -132,7 +103,7 @@ impl VideoSink {
             let size = (frame.width(), frame.height());
             let expected = *self.size.get_or_insert(size);
             if size != expected {
-                bail!("frame {} is {}x{} but the video is {}x{}", self.frames + i, size.0, size.1, expected.0, expected.1);
+                invalid!("frame {} is {}x{} but the video is {}x{}", self.frames + i, size.0, size.1, expected.0, expected.1);
             }
         }
         match &mut self.encoder {
@@ -153,7 +124,7 @@ impl VideoSink {
     /// Ends the video and returns its path (the frame directory or pattern for PNG output).
     pub fn finish(self) -> Result<PathBuf> {
         if self.frames == 0 {
-            bail!("no frames were written to {}", self.output.display());
+            invalid!("no frames were written to {}", self.output.display());
         }
         Ok(self.output)
     }

@@ -16,14 +16,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, anyhow, bail};
+use crate::error::{Result, invalid};
 use mp4::{AvcConfig, FourCC, MediaConfig, Mp4Config, Mp4Sample, Mp4Writer, TrackConfig, TrackType};
 use openh264::OpenH264API;
 use openh264::encoder::{Encoder, EncoderConfig, FrameRate, FrameType, IntraFramePeriod, RateControlMode, VuiConfig};
 use openh264::formats::{RgbSliceU8, YUVBuffer};
 
-use super::atomic::write_atomic;
 use super::{FPS, Frame};
+use ff_model::io::write_atomic;
 
 /// Media and movie timescale (ticks per second); one frame lasts [`TICKS_PER_FRAME`].
 const TIMESCALE: u32 = FPS * 1000;
@@ -60,8 +60,8 @@ impl Mp4Sink {
     }
 
     fn encode(&mut self, frame: &Frame) -> Result<()> {
-        let frame = frame.padded_to_even();
-        let size = (frame.width(), frame.height());
+        let frame = super::frame::padded_to_even(frame);
+        let size = (frame.width() as usize, frame.height() as usize);
         let encoder = match &mut self.encoder {
             Some(encoder) => encoder,
             None => {
@@ -69,13 +69,13 @@ impl Mp4Sink {
                 self.encoder.insert(Box::new(new_encoder(size)?))
             }
         };
-        let yuv = YUVBuffer::from_rgb8_source(RgbSliceU8::new(frame.rgb(), size));
+        let yuv = YUVBuffer::from_rgb8_source(RgbSliceU8::new(frame.as_raw(), size));
         let index = self.samples.len();
-        let stream = encoder.encode(&yuv).map_err(|e| anyhow!("H.264 encoder failed on frame {index}: {e}"))?;
+        let stream = encoder.encode(&yuv).map_err(|e| crate::Error::Invalid(format!("H.264 encoder failed on frame {index}: {e}")))?;
         let is_sync = match stream.frame_type() {
             FrameType::IDR => true,
             FrameType::I | FrameType::P => false,
-            other => bail!("H.264 encoder returned no picture for frame {index} ({other:?})"),
+            other => invalid!("H.264 encoder returned no picture for frame {index} ({other:?})"),
         };
         let mut data = Vec::new();
         for layer in (0..stream.num_layers()).filter_map(|l| stream.layer(l)) {
@@ -84,7 +84,7 @@ impl Mp4Sink {
                     Some(NAL_SPS) => self.sps = Some(nal.to_vec()),
                     Some(NAL_PPS) => self.pps = Some(nal.to_vec()),
                     Some(_) => {
-                        data.extend_from_slice(&u32::try_from(nal.len())?.to_be_bytes());
+                        data.extend_from_slice(&(nal.len() as u32).to_be_bytes());
                         data.extend_from_slice(nal);
                     }
                     None => {}
@@ -103,27 +103,27 @@ impl Mp4Sink {
 
     fn write_file(&self) -> Result<()> {
         let (Some(sps), Some(pps)) = (&self.sps, &self.pps) else {
-            bail!("H.264 encoder produced no SPS/PPS for {}", self.path.display());
+            invalid!("H.264 encoder produced no SPS/PPS for {}", self.path.display());
         };
-        let avc = AvcConfig {
-            width: u16::try_from(self.size.0)?,
-            height: u16::try_from(self.size.1)?,
-            seq_param_set: sps.clone(),
-            pic_param_set: pps.clone(),
-        };
+        let side = |n: usize| u16::try_from(n).map_err(|_| crate::Error::Invalid(format!("{n} px is too large for an MP4 frame")));
+        let avc =
+            AvcConfig { width: side(self.size.0)?, height: side(self.size.1)?, seq_param_set: sps.clone(), pic_param_set: pps.clone() };
         write_atomic(&self.path, |out| {
-            let mut writer = Mp4Writer::write_start(out, &mp4_config())?;
-            writer.add_track(&TrackConfig {
+            let mp4 = std::io::Error::other;
+            let mut writer = Mp4Writer::write_start(out, &mp4_config()).map_err(mp4)?;
+            let track = TrackConfig {
                 track_type: TrackType::Video,
                 timescale: TIMESCALE,
                 language: "und".into(),
                 media_conf: MediaConfig::AvcConfig(avc),
-            })?;
+            };
+            writer.add_track(&track).map_err(mp4)?;
             for sample in &self.samples {
-                writer.write_sample(1, sample)?;
+                writer.write_sample(1, sample).map_err(mp4)?;
             }
-            writer.write_end().context("cannot finalize MP4")
-        })
+            writer.write_end().map_err(mp4)
+        })?;
+        Ok(())
     }
 }
 
@@ -135,7 +135,7 @@ fn new_encoder((width, height): (usize, usize)) -> Result<Encoder> {
         .intra_frame_period(IntraFramePeriod::from_num_frames(KEYFRAME_INTERVAL))
         .vui(VuiConfig::bt601());
     Encoder::with_api_config(OpenH264API::from_source(), config)
-        .map_err(|e| anyhow!("cannot create H.264 encoder for {width}x{height}: {e}"))
+        .map_err(|e| crate::Error::Invalid(format!("cannot create H.264 encoder for {width}x{height}: {e}")))
 }
 
 fn mp4_config() -> Mp4Config {

@@ -2,7 +2,7 @@
 //! `L` latent frames decode to `1 + 4(L - 1)` RGB frames, so a video has `1 + 4k` frames.
 //! At 16 FPS, 5 s asks for 80 frames and gets 81 (L = 21).
 
-use anyhow::{Result, bail};
+use crate::error::{Result, invalid};
 
 use super::FPS;
 
@@ -21,7 +21,7 @@ impl FrameCount {
     /// The video of `latents` latent frames (at least 1).
     pub fn from_latents(latents: usize) -> Result<Self> {
         if latents == 0 {
-            bail!("a video needs at least 1 latent frame");
+            invalid!("a video needs at least 1 latent frame");
         }
         let frames = 1 + 4 * (latents - 1);
         Ok(Self { latents, frames, requested: frames })
@@ -31,10 +31,10 @@ impl FrameCount {
     /// `latent_multiple` (the chunk size, or 1 for no constraint).
     pub fn round_up(requested: usize, latent_multiple: usize) -> Result<Self> {
         if requested == 0 {
-            bail!("a video needs at least 1 frame");
+            invalid!("a video needs at least 1 frame");
         }
         if latent_multiple == 0 {
-            bail!("the latent multiple (chunk size) must be at least 1");
+            invalid!("the latent multiple (chunk size) must be at least 1");
         }
         let latents = (requested - 1).div_ceil(4) + 1;
         let latents = latents.div_ceil(latent_multiple) * latent_multiple;
@@ -44,7 +44,7 @@ impl FrameCount {
     /// [`FrameCount::round_up`] for a duration in seconds at [`FPS`] (`--seconds`).
     pub fn from_seconds(seconds: f64, latent_multiple: usize) -> Result<Self> {
         if !(seconds.is_finite() && seconds > 0.0) {
-            bail!("--seconds must be a positive number, got {seconds}");
+            invalid!("--seconds must be a positive number, got {seconds}");
         }
         let requested = (seconds * f64::from(FPS)).round().max(1.0) as usize;
         Self::round_up(requested, latent_multiple)

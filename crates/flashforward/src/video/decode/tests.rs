@@ -20,12 +20,13 @@ fn moving(t: usize, width: usize, height: usize) -> Frame {
             [wave(u), wave(v + 0.3 * u), wave(0.5 * u - v + 0.1 * t as f32)]
         })
         .collect();
-    Frame::new(width, height, rgb).unwrap()
+    crate::video::frame::frame(width, height, rgb).unwrap()
 }
 
 fn psnr(a: &Frame, b: &Frame) -> f64 {
     assert_eq!((a.width(), a.height()), (b.width(), b.height()));
-    let mse = a.rgb().iter().zip(b.rgb()).map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2)).sum::<f64>() / a.rgb().len() as f64;
+    let mse =
+        a.as_raw().iter().zip(b.as_raw()).map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2)).sum::<f64>() / a.as_raw().len() as f64;
     10.0 * (255.0f64.powi(2) / mse.max(1e-9)).log10()
 }
 
@@ -93,7 +94,7 @@ fn ffmpeg(args: &[&str], input: &[u8]) -> Vec<u8> {
 /// Encodes `frames` (raw RGB at `rate` FPS) with libx264, B-frames on, into `path`.
 fn x264(path: &Path, frames: &[Frame], rate: u32) {
     let (size, rate) = (format!("{}x{}", frames[0].width(), frames[0].height()), rate.to_string());
-    let raw: Vec<u8> = frames.iter().flat_map(|f| f.rgb().iter().copied()).collect();
+    let raw: Vec<u8> = frames.iter().flat_map(|f| f.as_raw().iter().copied()).collect();
     let input = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", &size, "-r", &rate, "-i", "-"];
     ffmpeg(&[&input[..], &["-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "2", path.to_str().unwrap()]].concat(), &raw);
 }
@@ -105,7 +106,8 @@ fn ffmpeg_mp4s_decode_like_ffmpeg_and_resample_to_16_fps() {
     let path = scratch.path().join("x264.mp4");
     x264(&path, &(0..32).map(|t| moving(t, 64, 48)).collect::<Vec<_>>(), 32);
     let raw = ffmpeg(&["-i", path.to_str().unwrap(), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], &[]);
-    let reference: Vec<Frame> = raw.chunks_exact(64 * 48 * 3).step_by(2).map(|c| Frame::new(64, 48, c.to_vec()).unwrap()).collect();
+    let reference: Vec<Frame> =
+        raw.chunks_exact(64 * 48 * 3).step_by(2).map(|c| crate::video::frame::frame(64, 48, c.to_vec()).unwrap()).collect();
     assert_eq!(reference.len(), 16);
 
     let input = Mp4Input::open(&path).unwrap();
@@ -125,7 +127,7 @@ fn ffmpeg_mp4s_decode_like_ffmpeg_and_resample_to_16_fps() {
 /// A `width × height` frame coloured by `f(x, y)`.
 fn painted(width: usize, height: usize, f: impl Fn(usize, usize) -> [u8; 3]) -> Frame {
     let rgb = (0..height).flat_map(|y| (0..width).map(move |x| (x, y))).flat_map(|(x, y)| f(x, y)).collect();
-    Frame::new(width, height, rgb).unwrap()
+    crate::video::frame::frame(width, height, rgb).unwrap()
 }
 
 #[test]
@@ -140,7 +142,7 @@ fn fit_crops_the_centre_then_resizes() {
     assert_eq!(fit(&tall, 10, 10).unwrap(), painted(10, 10, |_, _| green));
     // Same aspect, twice the size: no crop, each third stays in place.
     let grown = fit(&wide, 120, 40).unwrap();
-    let at = |x: usize, y: usize| &grown.rgb()[3 * (y * 120 + x)..][..3];
+    let at = |x: usize, y: usize| &grown.as_raw()[3 * (y * 120 + x)..][..3];
     assert_eq!((at(10, 20), at(60, 20), at(110, 20)), (&red[..], &green[..], &blue[..]));
     // Exactly the target size: untouched.
     let pattern = moving(1, 32, 16);

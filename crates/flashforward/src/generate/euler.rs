@@ -1,4 +1,4 @@
-//! `generate --schedule bidirectional --steps N [--guidance G]`: the teacher's many-step sampler.
+//! The teacher's many-step sampler (`generate --schedule bidirectional --steps N [--guidance G]`).
 //! The whole clip is denoised at once with full attention by `N` Euler steps of
 //! `ff_model::flow::EulerSampler` (no re-noising between steps, unlike `--stages`, the few-step
 //! students' stages), each step guided against the empty prompt with `ff_model::flow::cfg`: two
@@ -6,41 +6,17 @@
 //! latents are then decoded in one call of the streaming VAE decoder. A model with roles samples
 //! with its renderer.
 
-use anyhow::{Context, Result};
+use std::ops::ControlFlow;
+use std::time::Instant;
+
 use burn::tensor::{Distribution, Tensor};
 use ff_model::dit::TextContext;
 use ff_model::flow::{EulerSampler, cfg};
-use ff_model::text::PromptEmbedding;
-use ff_model::vae::WanVae;
 use ff_model::{AttentionBackend, Role, WanDit};
-use ff_train::checkpoint::ServedDit;
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
-use super::pipeline::Job;
-use crate::video::{VideoSink, frames_from_tensor_data};
-
-/// What a guided generation needs besides the files of [`Job`].
-pub struct Guided<'a> {
-    pub job: &'a Job<'a>,
-    pub steps: usize,
-    /// Shift of the Euler σ grid.
-    pub shift: f64,
-    pub guidance: f64,
-    pub latents: usize,
-    pub prompt: &'a PromptEmbedding,
-    /// The empty prompt's embedding; read only when `guidance != 1`.
-    pub empty: &'a PromptEmbedding,
-}
-
-/// What the run reports.
-pub struct Outcome {
-    pub video: PathBuf,
-    pub frames: usize,
-    pub forwards: usize,
-    pub load: Duration,
-    pub denoise: Duration,
-}
+use super::{Chunk, Outcome, Run, ServedDit};
+use crate::error::Result;
+use crate::video::frames_from_tensor_data;
 
 /// The guided Euler steps of `sampler` on `model` from `noise` (`[1, C, L, h, w]`); returns the
 /// clean latents and the number of DiT forwards run.
@@ -68,43 +44,45 @@ pub fn sample<B: AttentionBackend>(
     Ok((latents, forwards))
 }
 
-/// Loads the DiT (a role model serves its renderer) and the VAE, samples, decodes into `sink`.
-pub fn generate<B: AttentionBackend>(run: &Guided, device: &B::Device, mut sink: VideoSink) -> Result<Outcome> {
-    let job = run.job;
-    let start = Instant::now();
-    let dit = ff_train::checkpoint::load_served::<B>(job.dit_config, job.dit, device)
-        .with_context(|| format!("cannot load the DiT from {}", job.dit.display()))?;
-    let dit = match dit {
+/// Samples with the DiT (a model with roles, or a student, samples with its renderer), decodes
+/// the clip in one call and hands it over as one chunk.
+pub(super) fn generate<B: AttentionBackend>(run: &Run<B>, mut on_chunk: impl FnMut(Chunk) -> ControlFlow<()>) -> Result<Outcome> {
+    let teacher = run.request.teacher.expect("the teacher sampler was asked for");
+    let device = &run.pipe.devices[0];
+    let dit = match &run.pipe.dit {
         ServedDit::One(dit) if dit.role_embedding.is_some() => dit.merge(Role::Renderer),
-        ServedDit::One(dit) => *dit,
-        ServedDit::Roles { renderer, .. } => *renderer,
+        ServedDit::One(dit) => (**dit).clone(),
+        ServedDit::Roles { renderer, .. } => (**renderer).clone(),
     };
-    let vae =
-        WanVae::<B>::load(job.vae, job.vae_config, device).with_context(|| format!("cannot load the VAE from {}", job.vae.display()))?;
-    let context = |p: &PromptEmbedding| -> Result<TextContext<B>> {
-        Ok(dit.text_context(p.to_context::<B>(job.dit_config.text_len, device)?.unsqueeze()))
+    let conditional = dit.text_context(run.context(run.prompt, device)?);
+    let unconditional = match run.negative {
+        Some(negative) if teacher.guidance != 1.0 => dit.text_context(run.context(negative, device)?),
+        _ => conditional.clone(),
     };
-    let conditional = context(run.prompt)?;
-    let unconditional = if run.guidance == 1.0 { conditional.clone() } else { context(run.empty)? };
-    let load = start.elapsed();
-
     let start = Instant::now();
-    let [h, w] = job.latent_size;
-    B::seed(device, job.seed);
-    let noise = Tensor::<B, 5>::random([1, job.dit_config.in_channels, run.latents, h, w], Distribution::Normal(0.0, 1.0), device);
-    let sampler = EulerSampler::new(run.steps, run.shift);
-    let (latents, forwards) = sample(&dit, noise, &sampler, run.guidance, &conditional, &unconditional)?;
+    let [h, w] = run.plan.latent_size;
+    B::seed(device, run.request.seed);
+    let shape = [1, run.pipe.model.configs.dit.in_channels, run.plan.length.latents, h, w];
+    let noise = Tensor::<B, 5>::random(shape, Distribution::Normal(0.0, 1.0), device);
+    let sampler = EulerSampler::new(teacher.steps, teacher.shift);
+    let (latents, forwards) = sample(&dit, noise, &sampler, teacher.guidance, &conditional, &unconditional)?;
     let denoise = start.elapsed();
+    let vae = &run.pipe.vae;
     let video = vae.stream_decoder().decode_chunk(vae.denormalize(latents))?;
     let frames = frames_from_tensor_data(video.into_data())?;
-    sink.push_frames(&frames)?;
-    Ok(Outcome { video: sink.finish()?, frames: frames.len(), forwards, load, denoise })
+    let elapsed = start.elapsed();
+    let latents = 0..run.plan.length.latents;
+    let stopped = on_chunk(Chunk { index: 0, chunks: 1, frames: &frames, first_frame: 0, latents, elapsed })
+        .is_break()
+        .then(|| "stopped by the caller".to_string());
+    Ok(Outcome { frames: frames.len(), denoise, first_frames: Some(elapsed), total: elapsed, forwards, stopped, ..Default::default() })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use burn::backend::NdArray;
+    use burn::tensor::Tensor;
     use ff_model::DitConfig;
 
     #[test]

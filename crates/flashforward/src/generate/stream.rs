@@ -2,7 +2,8 @@
 //!
 //! [`Streamed`] wraps a worker's [`Runner`]: it sends the x0 of every output node (a finished
 //! renderer chunk, or the whole clip) to the decoding thread as soon as the forward returns, and
-//! stops the worker at the next forward once a stop is requested (Ctrl-C, or the decoder failed).
+//! stops the worker at the next forward once a stop is requested (the request's stop flag, the
+//! caller's `Break`, or a failed decode).
 //! With `splice` it also sends each planner block's clean anchor latents (`--splice`, see
 //! [`super::splice`]).
 //! [`InOrder`] hands the chunks on in position order, whatever order the workers finish them in.
@@ -27,23 +28,24 @@ pub struct Finished<X> {
 /// Why workers should stop early.
 #[derive(Clone, Default)]
 pub struct Stop {
-    /// Set by Ctrl-C.
+    /// The request's stop flag (e.g. Ctrl-C, or a client that went away).
     pub interrupt: Arc<AtomicBool>,
-    /// Set when the consumer of the outputs failed.
+    /// Set when the consumer of the outputs said `Break` or failed.
     pub abort: Arc<AtomicBool>,
 }
 
 impl Stop {
-    /// Whether Ctrl-C was pressed.
-    pub fn interrupted(&self) -> bool {
-        self.interrupt.load(Ordering::SeqCst)
+    /// Whether a stop was requested.
+    pub fn stopped(&self) -> bool {
+        self.reason().is_some()
     }
 
-    fn reason(&self) -> Option<&'static str> {
-        if self.interrupted() {
-            Some("interrupted (Ctrl-C)")
+    /// Why the workers stop, if they do.
+    pub fn reason(&self) -> Option<String> {
+        if self.interrupt.load(Ordering::SeqCst) {
+            Some("stopped by the request's stop flag".into())
         } else if self.abort.load(Ordering::SeqCst) {
-            Some("stopped because writing the video failed")
+            Some("stopped by the caller".into())
         } else {
             None
         }
@@ -74,7 +76,7 @@ impl<R: Runner> Streamed<R> {
 impl<R: Runner> Streamed<R> {
     fn check_stop(&self) -> ff_sched::Result<()> {
         match self.stop.reason() {
-            Some(reason) => Err(SchedError::Worker { worker: self.worker, reason: reason.into() }),
+            Some(reason) => Err(SchedError::Worker { worker: self.worker, reason }),
             None => Ok(()),
         }
     }
@@ -208,7 +210,7 @@ mod tests {
         assert_eq!(streamed, [batch[0].positions.clone(), batch[1].positions.clone()], "batched outputs too");
         stop.interrupt.store(true, Ordering::SeqCst);
         let err = runner.run(out, None, &[]).unwrap_err().to_string();
-        assert!(err.contains("worker 2") && err.contains("interrupted"), "{err}");
+        assert!(err.contains("worker 2") && err.contains("stop flag"), "{err}");
         assert!(runner.run_batch(&batch, &[None, None], &[vec![], vec![]]).is_err());
         assert_eq!(runner.inner.0, 3, "no forward after the stop");
     }

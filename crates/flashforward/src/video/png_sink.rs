@@ -4,12 +4,12 @@
 use std::fs;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use image::codecs::png::PngEncoder;
 use image::{ExtendedColorType, ImageEncoder};
 
 use super::Frame;
-use super::atomic::write_atomic;
+use ff_model::io::write_atomic;
 
 /// Writes numbered PNG frames into a directory.
 pub struct PngSink {
@@ -37,8 +37,8 @@ impl PngSink {
         for frame in frames {
             let path = self.frame_path(self.frames);
             write_atomic(&path, |out| {
-                let (w, h) = (frame.width() as u32, frame.height() as u32);
-                Ok(PngEncoder::new(out).write_image(frame.rgb(), w, h, ExtendedColorType::Rgb8)?)
+                let (w, h) = (frame.width(), frame.height());
+                PngEncoder::new(out).write_image(frame.as_raw(), w, h, ExtendedColorType::Rgb8).map_err(std::io::Error::other)
             })?;
             self.frames += 1;
         }

@@ -10,12 +10,12 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use image::codecs::gif::{GifEncoder, Repeat};
-use image::{Delay, DynamicImage, RgbImage};
+use image::{Delay, DynamicImage};
 
-use super::atomic::write_atomic;
 use super::{FPS, Frame};
+use ff_model::io::write_atomic;
 
 const TRAILER: u8 = 0x3b;
 const SPEED: i32 = 10;
@@ -39,9 +39,7 @@ impl GifSink {
     /// Encodes one chunk and rewrites the file with every frame so far.
     pub fn push_frames(&mut self, frames: &[Frame]) -> Result<()> {
         for frame in frames {
-            let rgb = RgbImage::from_raw(frame.width() as u32, frame.height() as u32, frame.rgb().to_vec())
-                .context("frame buffer does not match its size")?;
-            let rgba = DynamicImage::ImageRgb8(rgb).into_rgba8();
+            let rgba = DynamicImage::ImageRgb8(frame.clone()).into_rgba8();
             let delay = Delay::from_numer_denom_ms(10 * centiseconds(self.frames), 1);
             self.encoder
                 .encode_frame(image::Frame::from_parts(rgba, 0, 0, delay))
@@ -51,8 +49,9 @@ impl GifSink {
         let stream = self.stream.lock()?;
         write_atomic(&self.path, |out| {
             out.write_all(&stream)?;
-            Ok(out.write_all(&[TRAILER])?)
-        })
+            out.write_all(&[TRAILER])
+        })?;
+        Ok(())
     }
 }
 

@@ -4,21 +4,26 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use crate::error::{Result, invalid};
 use ff_model::dit::DitConfig;
 use ff_model::text::Umt5Config;
 use ff_model::vae::WanVaeConfig;
 
-use super::paths::ModelFiles;
+use super::files::ModelFiles;
 
 /// The configs of the model files, checked against each other.
+#[derive(Debug, Clone)]
 pub struct Configs {
+    /// The DiT's.
     pub dit: DitConfig,
+    /// The VAE's.
     pub vae: WanVaeConfig,
+    /// The text encoder's.
     pub text: Umt5Config,
 }
 
 impl Configs {
+    /// Reads the configs of `files` and checks them against each other.
     pub fn read(files: &ModelFiles) -> Result<Self> {
         let dit = DitConfig::from_json(&files.dit_config)?;
         let vae = match &files.vae_config {
@@ -34,7 +39,7 @@ impl Configs {
             None => format!("the {preset} preset"),
         };
         if text.d_model != dit.text_dim {
-            bail!(
+            invalid!(
                 "mismatched model files: the text encoder ({}) outputs {}-d embeddings but the DiT ({}) takes text_dim {}",
                 named(&files.text_encoder_config, "umT5-XXL"),
                 text.d_model,
@@ -43,7 +48,7 @@ impl Configs {
             );
         }
         if vae.z_dim != dit.in_channels || vae.z_dim != dit.out_channels {
-            bail!(
+            invalid!(
                 "mismatched model files: the VAE ({}) has {} latent channels but the DiT ({}) takes {} and makes {}",
                 named(&files.vae_config, "Wan2.1 VAE"),
                 vae.z_dim,
@@ -62,7 +67,7 @@ impl Configs {
         for (flag, pixels, patch) in [("--height", height, ph), ("--width", width, pw)] {
             let step = s * patch;
             if pixels == 0 || pixels % step != 0 {
-                bail!("{flag} {pixels} must be a positive multiple of {step} (VAE factor {s} × DiT patch {patch})");
+                invalid!("{flag} {pixels} must be a positive multiple of {step} (VAE factor {s} × DiT patch {patch})");
             }
         }
         Ok([height / s, width / s])
@@ -72,7 +77,7 @@ impl Configs {
     pub fn check_latents(&self, latents: usize) -> Result<()> {
         let max = self.dit.rope_max_positions;
         if latents > max {
-            bail!("{latents} latent frames exceed the DiT's {max} RoPE positions: ask for a shorter video");
+            invalid!("{latents} latent frames exceed the DiT's {max} RoPE positions: ask for a shorter video");
         }
         Ok(())
     }
