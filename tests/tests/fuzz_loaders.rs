@@ -15,6 +15,7 @@ use ff_model::dit::DitConfig;
 use ff_model::load::read_tensors;
 use ff_model::text::{PromptCache, PromptEmbedding, PromptEncoder, PromptTokenizer, Umt5Config, Umt5Encoder};
 use ff_model::vae::WanVaeConfig;
+use ff_rng::Rng;
 use ff_tests::fixtures_dir;
 use ff_tests::torch::{pt_entries, zip_bytes};
 use serde_json::Value;
@@ -27,24 +28,6 @@ type B = NdArray;
 const SEED: u64 = 0x5eed_f1a5_4f0a_2026;
 const DEFAULT_CASES: usize = 5000;
 
-/// xorshift64*: small, deterministic, good enough to pick mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
-
 const BYTES: [u8; 10] = [0, 0xff, 0x7f, 0x80, b'9', b'-', b'"', b'{', b']', b'.'];
 const WORDS: [u64; 8] = [0, 1, u64::MAX, 1 << 63, 1 << 32, u32::MAX as u64, 1 << 40, 0x7fff_ffff_ffff_ffff];
 
@@ -52,7 +35,7 @@ const WORDS: [u64; 8] = [0, 1, u64::MAX, 1 << 63, 1 << 32, u32::MAX as u64, 1 <<
 fn mutate_bytes(rng: &mut Rng, bytes: &mut Vec<u8>, focus: usize) {
     for _ in 0..1 + rng.below(4) {
         let len = bytes.len().max(1);
-        let pos = if rng.below(4) < 3 { rng.below(focus.min(len)) } else { rng.below(len) };
+        let pos = if rng.below(4) < 3 { rng.below(focus.min(len).max(1)) } else { rng.below(len.max(1)) };
         match rng.below(6) {
             0 if !bytes.is_empty() => {
                 let at = pos.min(bytes.len() - 1);
@@ -64,7 +47,7 @@ fn mutate_bytes(rng: &mut Rng, bytes: &mut Vec<u8>, focus: usize) {
             }
             2 => bytes.truncate(pos),
             3 => {
-                let insert: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.next() as u8).collect();
+                let insert: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.next_u64() as u8).collect();
                 let at = pos.min(bytes.len());
                 bytes.splice(at..at, insert);
             }
@@ -355,7 +338,7 @@ fn mutated_model_files_load_or_fail_without_panicking() {
         std::fs::write(&path, &t.base).unwrap();
         assert_eq!((t.load)(&path), Ok(()), "{}: the unmutated file must load", t.name);
     }
-    let mut rng = Rng(SEED);
+    let mut rng = Rng::new(SEED);
     let (mut panics, mut errors, mut seconds) = (Vec::new(), vec![0usize; targets.len()], vec![0f64; targets.len()]);
     for case in 0..cases {
         let (i, t) = (case % targets.len(), &targets[case % targets.len()]);

@@ -7,6 +7,7 @@
 //! never leave the frame, so a 65 s clip keeps every object in view.
 
 use crate::vocab::{BACKGROUNDS, COLOURS, MOTIONS, Motion, ObjectPrompt, Prompt, SHAPES};
+use ff_rng::Rng;
 use serde::Serialize;
 
 /// Speed of the straight motions at 64 px frames (scaled with the frame size), px/s.
@@ -60,29 +61,6 @@ pub struct Scene {
     pub height: usize,
 }
 
-/// PCG-style 64-bit LCG with an output mix: small, fixed, documented.
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
-        Self(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x1405_7B7E_F767_814F)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        let x = self.0;
-        (x ^ (x >> 33)).wrapping_mul(0xFF51_AFD7_ED55_8CCD) ^ (x >> 29)
-    }
-    pub(crate) fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    pub(crate) fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.unit()
-    }
-    pub(crate) fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[(self.next() % items.len() as u64) as usize]
-    }
-}
-
 /// The start time of a window drawn from `seed`: uniform over `[0, within]` seconds in whole
 /// frames at [`crate::FPS`] (0 when `within` is 0), from a stream other than the scene's own.
 pub fn window_start(seed: u64, within: f64) -> f64 {
@@ -111,14 +89,14 @@ impl Scene {
     /// A random scene (caption included) from `seed`.
     pub fn sample(seed: u64, config: &SceneConfig) -> Self {
         let mut rng = Rng::new(seed);
-        let background = rng.pick(&BACKGROUNDS);
-        let gradient = rng.unit() < config.gradient;
-        let count = if rng.unit() < config.two_objects { 2 } else { 1 };
+        let background = *rng.pick(&BACKGROUNDS);
+        let gradient = rng.uniform() < config.gradient;
+        let count = if rng.uniform() < config.two_objects { 2 } else { 1 };
         let mut objects: Vec<ObjectPrompt> = Vec::new();
         while objects.len() < count {
-            let colour = rng.pick(&COLOURS);
+            let colour = *rng.pick(&COLOURS);
             if background.admits(colour, gradient) && objects.iter().all(|o| o.colour != colour) {
-                objects.push(ObjectPrompt { colour, shape: rng.pick(&SHAPES), motion: rng.pick(&MOTIONS) });
+                objects.push(ObjectPrompt { colour, shape: *rng.pick(&SHAPES), motion: *rng.pick(&MOTIONS) });
             }
         }
         Self::place(Prompt { objects, background, gradient }, &mut rng, config.width, config.height)
@@ -148,7 +126,7 @@ impl Scene {
                     Motion::Up => ((any(w, rng), far(h, rng)), (0.0, -s)),
                     Motion::Down => ((any(w, rng), near(h, rng)), (0.0, s)),
                     Motion::Bounces => {
-                        let mut speed = || rng.range(BOUNCE_SPEED.0, BOUNCE_SPEED.1) * scale * if rng.unit() < 0.5 { -1.0 } else { 1.0 };
+                        let mut speed = || rng.range(BOUNCE_SPEED.0, BOUNCE_SPEED.1) * scale * if rng.uniform() < 0.5 { -1.0 } else { 1.0 };
                         let v = (speed(), speed());
                         ((any(w, rng), any(h, rng)), v)
                     }

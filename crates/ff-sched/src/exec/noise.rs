@@ -2,9 +2,11 @@
 //! (seed, stream, frame position, noise level, element), so it does not depend on which worker
 //! draws it, in which order, or how frames are grouped into forwards.
 //!
-//! Hash: SplitMix64 chained over the key; normals by Box–Muller in f64, stored as f32.
+//! Hash: `ff_rng::mix` (SplitMix64) chained over the key; normals by `ff_rng::normal_at`
+//! (Box–Muller in f64), stored as f32.
 
 use burn::tensor::{Tensor, TensorData, backend::Backend};
+use ff_rng::mix;
 
 /// Noise stream of the output (renderer and baselines).
 pub const OUTPUT_STREAM: u64 = 0;
@@ -37,20 +39,9 @@ impl NoiseSpec {
     }
 }
 
-/// SplitMix64 finaliser.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Standard normal number `index` of the stream `key`.
+/// Standard normal number `index` of the stream `key`, as f32.
 fn normal(key: u64, index: u64) -> f32 {
-    let unit = |x: u64| ((x >> 11) + 1) as f64 / (1u64 << 53) as f64; // (0, 1]
-    let u1 = unit(mix(key ^ mix(2 * index)));
-    let u2 = unit(mix(key ^ mix(2 * index + 1)));
-    ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
+    ff_rng::normal_at(key, index) as f32
 }
 
 #[cfg(test)]
