@@ -87,6 +87,7 @@ fn is_role_parameter(path: &str) -> bool {
 impl<B: AttentionBackend> WanDit<B> {
     /// Builds `config` and loads a checkpoint (file, shard index, directory or `.pt`) into it.
     pub fn load(config: &DitConfig, path: impl AsRef<Path>, device: &B::Device) -> Result<Self> {
+        let _span = tracing::debug_span!("load_dit_weights", path = %path.as_ref().display()).entered();
         let mut model = config.init(device);
         model.load_weights(path)?;
         Ok(model)

@@ -130,6 +130,7 @@ impl PromptEncoderFiles {
         let missing: Vec<&str> = prompts.iter().copied().filter(|p| cache.as_ref().is_none_or(|c| c.get(p, &id).is_none())).collect();
         let mut fresh: HashMap<&str, PromptEmbedding> = HashMap::new();
         if !missing.is_empty() {
+            let _span = tracing::info_span!("encode", prompts = missing.len(), weights = %self.weights.display()).entered();
             let encoder = self.load::<B>(device)?;
             fresh = missing.iter().copied().zip(encoder.encode(&missing)?).collect();
         }

@@ -124,6 +124,7 @@ impl<B: Backend> WanVae<B> {
     /// Loads a checkpoint (safetensors file, sharded index, directory or `.pth`) in either key
     /// layout, told from its keys.
     pub fn load(path: impl AsRef<Path>, config: &WanVaeConfig, device: &B::Device) -> Result<Self> {
+        let _span = tracing::debug_span!("load_vae_weights", path = %path.as_ref().display()).entered();
         Self::load_layout(path, None, config, device)
     }
 

@@ -340,6 +340,7 @@ impl<B: AttentionBackend> Runner for DitRunner<B> {
     type Kv = ChunkKv<B>;
 
     fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<(Tensor<B, 5>, Vec<ChunkKv<B>>)> {
+        let _span = tracing::trace_span!("forward", node = node.id, kind = ?node.kind, level = node.level).entered();
         Ok(self.forward_batch(&[node], &[source], &[reads.to_vec()])?.remove(0))
     }
 
