@@ -19,13 +19,9 @@ use crate::{ModelError, Result};
 
 /// Replaces `path` with what `write` writes (see the module docs). Errors name `path`.
 pub fn write_atomic(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>) -> Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
     let io = |source| ModelError::io(path, source);
     // The temp path deletes the file when dropped, so every early return below cleans up.
-    let (file, tmp) = tempfile::Builder::new().prefix(".ff-").suffix(".tmp").tempfile_in(dir).map_err(io)?.into_parts();
+    let (file, tmp) = temp_beside(path).map_err(io)?.into_parts();
     let mut writer = BufWriter::new(file);
     write(&mut writer).map_err(io)?;
     writer.flush().map_err(io)?;
@@ -34,10 +30,21 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> std
     tmp.persist(path).map_err(|e| io(e.error))
 }
 
-/// Checks that files can be created in `dir` (a temp file is made and removed), for refusing a
-/// run whose output folder is not writable before any work.
-pub fn check_writable(dir: &Path) -> Result<()> {
-    tempfile::Builder::new().prefix(".ff-").suffix(".tmp").tempfile_in(dir).map(drop).map_err(|source| ModelError::io(dir, source))
+/// Checks that [`write_atomic`] can write `path` (its temp file is made and removed: the folder
+/// takes files, and the name is one the file system accepts), for refusing a run whose output
+/// cannot be written before any work. An existing `path` is left alone.
+pub fn check_writable(path: &Path) -> Result<()> {
+    temp_beside(path).map(drop).map_err(|source| ModelError::io(path, source))
+}
+
+/// A temp file `.<name>.<random>.tmp` in the folder of `path`.
+fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir)
 }
 
 /// `given` over `defaults`: tables merge key by key, any other value replaces the default. A key
@@ -105,7 +112,9 @@ mod tests {
         assert!(err.contains("out.bin") && err.contains("encoder failed"), "{err}");
         assert_eq!(fs::read(&path).unwrap(), b"old");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
-        assert!(check_writable(dir.path()).is_ok());
-        assert!(check_writable(&dir.path().join("missing")).is_err());
+        assert!(check_writable(&path).is_ok());
+        assert_eq!(fs::read(&path).unwrap(), b"old", "the check leaves the file alone");
+        assert!(check_writable(&dir.path().join("missing/out.bin")).is_err());
+        assert!(check_writable(&dir.path().join(format!("{}.mp4", "a".repeat(250)))).is_err(), "a name the file system refuses");
     }
 }

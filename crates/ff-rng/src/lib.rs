@@ -22,6 +22,8 @@
 //! assert_eq!(ff_rng::Rng::new(7).fork(3).next_u64(), ff_rng::Rng::new(7).fork(3).next_u64());
 //! ```
 
+#![warn(missing_docs)]
+
 use serde::{Deserialize, Serialize};
 
 /// SplitMix64's increment (2⁶⁴ / φ, odd).

@@ -421,7 +421,8 @@ mod tests {
         let snap = |hash: &str| DIFFUSERS.map(|f| format!("{repo}/snapshots/{hash}/{f}"));
         hub.touch(&snap("aaaa")).touch(&snap("bbbb"));
         fs::create_dir_all(hub.0.join(repo).join("refs")).unwrap();
-        fs::write(hub.0.join(repo).join("refs/main"), "aaaa\n").unwrap();
+        // huggingface_hub writes the commit hash without a newline
+        fs::write(hub.0.join(repo).join("refs/main"), "aaaa").unwrap();
         let cache = hf_hub::Cache::new(hub.0.clone());
         let files = FileOverrides::default().resolve(Fallback::Hub(Some(&cache))).unwrap();
         assert_eq!(files.dit, hub.0.join(repo).join("snapshots/aaaa/transformer"), "the snapshot refs/main names");

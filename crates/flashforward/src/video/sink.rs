@@ -70,7 +70,7 @@ impl VideoSink {
         fs::create_dir_all(&dir)
             .map_err(|e| crate::Error::io(&dir, e))
             .with_context(|| format!("--out {}: cannot create the directory {}", path.display(), dir.display()))?;
-        ff_model::io::check_writable(&dir).with_context(|| format!("--out {}: cannot write in {}", path.display(), dir.display()))
+        ff_model::io::check_writable(&first).with_context(|| format!("--out {}: cannot write {}", path.display(), first.display()))
     }
 
     /// A sink for `path`, its format chosen by extension (see the module docs).
