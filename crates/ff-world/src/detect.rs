@@ -28,7 +28,9 @@ pub const MIN_FIT: f64 = 0.5;
 /// One detected object.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Detection {
+    /// The palette colour nearest to the object's core.
     pub colour: Colour,
+    /// The ideal shape with the highest soft IoU.
     pub shape: Shape,
     /// Coverage-weighted centre, pixels.
     pub centroid: (f64, f64),

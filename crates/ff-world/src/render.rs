@@ -15,8 +15,11 @@ pub fn frames_for_seconds(seconds: usize) -> usize {
 /// A clip: equal-size RGB8 frames.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Clip {
+    /// Frame width, pixels.
     pub width: usize,
+    /// Frame height, pixels.
     pub height: usize,
+    /// The frames in time order, each `height × width × 3` bytes (RGB8, row-major).
     pub frames: Vec<Vec<u8>>,
 }
 

@@ -26,7 +26,9 @@ pub const RADIUS: (f64, f64) = (9.0, 12.0);
 /// Frame size and sampling ranges.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SceneConfig {
+    /// Frame width, pixels (default 64).
     pub width: usize,
+    /// Frame height, pixels (default 64).
     pub height: usize,
     /// Probability of a second object.
     pub two_objects: f64,
@@ -43,6 +45,7 @@ impl Default for SceneConfig {
 /// One object: what the caption says plus where it starts and how fast it goes.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Object {
+    /// Colour, shape and motion, as the caption names them.
     pub prompt: ObjectPrompt,
     /// Half-size in pixels (circle radius).
     pub radius: f64,
@@ -55,9 +58,13 @@ pub struct Object {
 /// A scene of the domain.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Scene {
+    /// What the caption says ([`Scene::caption`]).
     pub prompt: Prompt,
+    /// The objects, one per `prompt.objects` entry, in the same order.
     pub objects: Vec<Object>,
+    /// Frame width, pixels.
     pub width: usize,
+    /// Frame height, pixels.
     pub height: usize,
 }
 
@@ -137,6 +144,7 @@ impl Scene {
         Self { prompt, objects, width, height }
     }
 
+    /// The scene's canonical caption ([`Prompt::caption`]); [`Prompt::parse`] reads it back.
     pub fn caption(&self) -> String {
         self.prompt.caption()
     }

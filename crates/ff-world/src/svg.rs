@@ -2,7 +2,9 @@
 
 /// One named series of (x, y) points.
 pub struct Series<'a> {
+    /// The legend's label.
     pub name: &'a str,
+    /// The points in drawing order, joined by a polyline.
     pub points: Vec<(f64, f64)>,
 }
 

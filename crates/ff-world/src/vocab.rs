@@ -7,51 +7,79 @@
 use crate::{Result, WorldError};
 use serde::Serialize;
 
+/// An object's shape (drawn at half-size r, see [`crate::scene::RADIUS`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Shape {
+    /// A disc of radius r.
     Circle,
+    /// An axis-aligned square of side 1.8·r.
     Square,
+    /// An upright isosceles triangle: apex r above the centre, base 2r wide r below it.
     Triangle,
 }
 
+/// An object's colour; its sRGB value is [`Colour::rgb`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Colour {
+    /// "red".
     Red,
+    /// "green".
     Green,
+    /// "blue".
     Blue,
+    /// "yellow".
     Yellow,
+    /// "orange".
     Orange,
+    /// "purple" (also "violet").
     Purple,
+    /// "white".
     White,
 }
 
+/// The background colour, plain or as a vertical gradient ([`Background::gradient_delta`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Background {
+    /// "black" (the default when a caption names no background).
     Black,
+    /// "white".
     White,
+    /// "gray" (also "grey").
     Gray,
+    /// "dark blue" (also "navy", "navy blue").
     DarkBlue,
 }
 
+/// How an object moves ([`crate::scene`]): straight towards one wall, or bouncing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Motion {
+    /// "moves left": towards the left wall, then rests against it.
     Left,
+    /// "moves right".
     Right,
+    /// "moves up".
     Up,
+    /// "moves down".
     Down,
+    /// "bounces": diagonally, reflecting off every wall.
     Bounces,
 }
 
+/// Every shape, in sampling order.
 pub const SHAPES: [Shape; 3] = [Shape::Circle, Shape::Square, Shape::Triangle];
+/// Every colour, in sampling order.
 pub const COLOURS: [Colour; 7] = [Colour::Red, Colour::Green, Colour::Blue, Colour::Yellow, Colour::Orange, Colour::Purple, Colour::White];
+/// Every background, in sampling order.
 pub const BACKGROUNDS: [Background; 4] = [Background::Black, Background::White, Background::Gray, Background::DarkBlue];
+/// Every motion, in sampling order.
 pub const MOTIONS: [Motion; 5] = [Motion::Left, Motion::Right, Motion::Up, Motion::Down, Motion::Bounces];
 
 impl Shape {
+    /// The caption word: "circle", "square" or "triangle".
     pub fn name(self) -> &'static str {
         match self {
             Self::Circle => "circle",
@@ -62,6 +90,7 @@ impl Shape {
 }
 
 impl Colour {
+    /// The caption word, e.g. "red".
     pub fn name(self) -> &'static str {
         match self {
             Self::Red => "red",
@@ -94,6 +123,7 @@ impl Colour {
 }
 
 impl Background {
+    /// The caption words, e.g. "gray" or "dark blue".
     pub fn name(self) -> &'static str {
         match self {
             Self::Black => "black",
@@ -103,6 +133,7 @@ impl Background {
         }
     }
 
+    /// The background colour (sRGB bytes); a gradient background's top row.
     pub fn rgb(self) -> [u8; 3] {
         match self {
             Self::Black => [12, 12, 12],
@@ -142,6 +173,7 @@ pub fn luma([r, g, b]: [f64; 3]) -> f64 {
 }
 
 impl Motion {
+    /// The caption's verb phrase, e.g. "moves left" or "bounces".
     pub fn phrase(self) -> &'static str {
         match self {
             Self::Left => "moves left",
@@ -156,16 +188,22 @@ impl Motion {
 /// One object a caption names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct ObjectPrompt {
+    /// The object's colour.
     pub colour: Colour,
+    /// The object's shape.
     pub shape: Shape,
+    /// How it moves.
     pub motion: Motion,
 }
 
 /// What a caption says: one or two objects on a background.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Prompt {
+    /// The objects in caption order (one or two).
     pub objects: Vec<ObjectPrompt>,
+    /// The background ([`Background::Black`] when the caption names none).
     pub background: Background,
+    /// Whether the background is a vertical gradient ("... gradient background").
     pub gradient: bool,
 }
 
@@ -291,6 +329,25 @@ fn direction_of(w: &str) -> Option<Motion> {
 impl Prompt {
     /// Parses a caption of the domain; anything outside the vocabulary is an error that lists it
     /// (every unknown word first, then what is missing or misplaced).
+    ///
+    /// ```
+    /// use ff_world::{Background, Colour, Motion, Prompt, Shape};
+    ///
+    /// let p = Prompt::parse("a red circle bounces").unwrap();
+    /// let o = p.objects[0];
+    /// assert_eq!((o.colour, o.shape, o.motion), (Colour::Red, Shape::Circle, Motion::Bounces));
+    /// assert_eq!((p.background, p.gradient), (Background::Black, false));
+    /// assert_eq!(p.caption(), "a red circle bounces on a black background");
+    ///
+    /// // Natural variants map onto the canonical words.
+    /// let v = Prompt::parse("A red ball slides to the left on a grey gradient background.").unwrap();
+    /// assert_eq!((v.objects[0].shape, v.objects[0].motion), (Shape::Circle, Motion::Left));
+    /// assert!(v.gradient && v.background == Background::Gray);
+    ///
+    /// // A word outside the vocabulary is named in the error.
+    /// let e = Prompt::parse("a red shiny circle bounces").unwrap_err().to_string();
+    /// assert!(e.contains("unknown word 'shiny'"));
+    /// ```
     pub fn parse(text: &str) -> Result<Self> {
         let fail = |message: String| WorldError::Prompt { prompt: text.to_string(), message, vocabulary: vocabulary() };
         let unknown = unknown_words(text);

@@ -23,6 +23,7 @@ use std::collections::HashMap;
 /// What the evaluation needs besides the frames.
 #[derive(Clone, Debug)]
 pub struct EvalOptions {
+    /// Where the latent boundaries are, for the seam statistics.
     pub seams: SeamLayout,
     /// Window length of the drift metrics, seconds.
     pub window_seconds: f64,
@@ -37,24 +38,31 @@ impl Default for EvalOptions {
 /// One tracked object: identity and its motion over the clip.
 #[derive(Clone, Debug, Serialize)]
 pub struct Track {
+    /// The tracked object's colour (from the clip's identity set).
     pub colour: Colour,
+    /// The tracked object's shape (from the clip's identity set).
     pub shape: Shape,
     /// Recognised motion verb (`None`: the object did not move measurably).
     pub motion: Option<Motion>,
     /// Centroid per frame (`None` where the object was not found).
     #[serde(skip)]
     pub centroids: Vec<Option<(f64, f64)>>,
+    /// Mean centroid distance between consecutive found frames, pixels.
     pub mean_jump: f64,
+    /// Largest centroid distance between consecutive found frames, pixels.
     pub max_jump: f64,
 }
 
 /// Metrics of one drift window.
 #[derive(Clone, Debug, Serialize)]
 pub struct Window {
+    /// Start of the window, seconds from the clip's first frame.
     pub start_seconds: f64,
+    /// Share of the window's frames whose objects match the clip's identity set (0–1).
     pub identity_persistence: f64,
     /// Colour and shape of the prompted objects found in the window's frames (0–1).
     pub appearance_accuracy: f64,
+    /// Largest per-track mean jump within the window, pixels.
     pub mean_jump: f64,
 }
 
@@ -94,17 +102,30 @@ impl IdentityFailures {
 /// The evaluation of one video.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// Frames in the clip.
     pub frames: usize,
+    /// Mean of the colour, shape and motion accuracies (0–1).
     pub prompt_accuracy: f64,
+    /// Share of prompted objects whose colour a track has (0–1).
     pub colour_accuracy: f64,
+    /// Share of prompted objects whose colour's track has the prompted shape (0–1).
     pub shape_accuracy: f64,
+    /// Share of prompted objects whose colour's track moves with the prompted verb (0–1).
     pub motion_accuracy: f64,
+    /// Share of frames whose objects match the clip's identity set (0–1; 0 when that set is
+    /// empty).
     pub identity_persistence: f64,
+    /// The other frames, by what went wrong.
     pub identity_failures: IdentityFailures,
+    /// Largest per-track mean jump, pixels.
     pub mean_jump: f64,
+    /// Largest jump of any track, pixels.
     pub max_jump: f64,
+    /// One track per (colour, shape) of the clip's identity set.
     pub tracks: Vec<Track>,
+    /// The drift metrics per window ([`EvalOptions::window_seconds`]).
     pub drift: Vec<Window>,
+    /// The seam statistics ([`seams::measure`]).
     pub seams: Seams,
     /// Per frame: whether its objects match the clip's identity set.
     #[serde(skip)]
@@ -178,6 +199,21 @@ fn accuracy(prompt: &Prompt, tracks: &[Track]) -> (f64, f64, f64) {
 }
 
 /// Evaluates `clip` against `prompt`.
+///
+/// Fails with [`WorldError::Frame`](crate::WorldError::Frame), naming the frame, when a frame
+/// is not `3 · width · height` bytes.
+///
+/// ```
+/// use ff_world::render::{frames_for_seconds, render};
+/// use ff_world::{EvalOptions, Prompt, Scene, evaluate};
+///
+/// let scene = Scene::from_prompt(Prompt::parse("a red circle moves right on a black background").unwrap(), 1, 64, 64);
+/// let clip = render(&scene, frames_for_seconds(5));
+/// let score = |p: &str| evaluate(&clip, &Prompt::parse(p).unwrap(), &EvalOptions::default()).unwrap().prompt_accuracy;
+/// // Colour, shape and motion each count a third.
+/// assert_eq!(score("a blue square moves up on a black background"), 0.0);
+/// assert!((score("a red square moves right on a black background") - 2.0 / 3.0).abs() < 1e-9);
+/// ```
 pub fn evaluate(clip: &Clip, prompt: &Prompt, options: &EvalOptions) -> Result<Report> {
     let detections: Vec<Vec<Detection>> = clip
         .frames

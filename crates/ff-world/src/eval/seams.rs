@@ -38,20 +38,32 @@ impl Default for SeamLayout {
     }
 }
 
+/// The kind of latent boundary a transition between adjacent frames straddles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Transition {
+    /// Exactly one of the two frames decodes from an anchor latent.
     Anchor,
+    /// A renderer-chunk boundary with no anchor on either side.
     Chunk,
+    /// Every other transition.
     Interior,
 }
 
+/// The seam statistics of one clip (see the module docs); every jump is a mean absolute BT.601
+/// luminance difference per pixel, 0–255.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Seams {
+    /// Mean jump of the [`Transition::Anchor`] transitions (0 without anchors).
     pub anchor: f64,
+    /// Mean jump of the [`Transition::Chunk`] transitions.
     pub chunk: f64,
+    /// Mean jump of the [`Transition::Interior`] transitions.
     pub interior: f64,
+    /// Mean jump of the interior transitions between two latents: the codec's own control.
     pub latent_boundary: f64,
+    /// Σ over one anchor period's transitions of (jump − `interior`), averaged over the complete
+    /// periods (0 without anchors).
     pub periodic: f64,
     /// Jump and kind of every transition.
     #[serde(skip)]
