@@ -6,6 +6,8 @@
 //! [`kernel`], the CPU kernel of [`cpu`]) where there is one, else the portable [`blockwise`] path
 //! in stock tensor ops.
 
+#![warn(missing_docs)]
+
 mod backend;
 pub mod blockwise;
 pub mod cpu;
@@ -20,6 +22,25 @@ use burn::tensor::Tensor;
 /// Block-sparse scaled dot-product attention; see the crate docs.
 ///
 /// Panics when the token counts of `q`, `k`, `v` differ from the table's.
+///
+/// ```
+/// use burn::backend::NdArray;
+/// use burn::tensor::{Distribution, Tensor};
+/// use kernels_cubecl::{BlockTable, attention};
+///
+/// let dev = Default::default();
+/// let q = Tensor::<NdArray, 4>::random([1, 2, 3, 4], Distribution::Default, &dev);
+/// let k = Tensor::<NdArray, 4>::random([1, 2, 5, 4], Distribution::Default, &dev);
+/// let v = Tensor::<NdArray, 4>::random([1, 2, 5, 4], Distribution::Default, &dev);
+/// // Query frame 0 (2 tokens) sees key frame 1 (token 2) only; query frame 1 sees everything.
+/// let table = BlockTable::from_rules(&[2, 1], &[2, 1, 2], |q| if q == 0 { 1..2 } else { 0..3 });
+/// let out = attention(q, k, v.clone(), &table);
+/// assert_eq!(out.dims(), [1, 2, 3, 4]);
+/// // A single allowed key gets all the softmax weight: its values come back.
+/// let want = v.narrow(2, 2, 1).expand([1, 2, 2, 4]);
+/// let d: f32 = (out.narrow(2, 0, 2) - want).abs().max().into_scalar();
+/// assert!(d < 1e-6);
+/// ```
 pub fn attention<B: AttentionBackend>(q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>, table: &BlockTable) -> Tensor<B, 4> {
     table.assert_tokens(q.dims()[2], k.dims()[2], v.dims()[2]);
     let fused = match B::FUSED_ATTENTION {

@@ -22,6 +22,19 @@ pub struct QueryGroup {
 }
 
 /// Frame-level attention rules between a query sequence and a key sequence.
+///
+/// ```
+/// use kernels_cubecl::{BlockTable, QueryGroup};
+///
+/// // Block-causal over blocks of 2 frames, 3 tokens each, plus a ragged last frame of 2 tokens.
+/// let t = [3, 3, 3, 3, 2];
+/// let table = BlockTable::from_rules(&t, &t, |q| 0..((q / 2 + 1) * 2).min(5));
+/// assert_eq!(table.groups().len(), 3);
+/// assert_eq!(table.groups()[1], QueryGroup { frames: 2..4, keys: vec![0..4] });
+/// assert_eq!(table.query_tokens(&(4..5)), 12..14);
+/// assert!(table.is_allowed(1, 1) && !table.is_allowed(1, 2));
+/// assert_eq!(table.allowed_pairs(), 6 * 6 + 6 * 12 + 2 * 14);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockTable {
     q_offsets: Vec<usize>,
@@ -91,6 +104,7 @@ impl BlockTable {
         );
     }
 
+    /// The query groups, in query-frame order; together they cover every query frame.
     pub fn groups(&self) -> &[QueryGroup] {
         &self.groups
     }

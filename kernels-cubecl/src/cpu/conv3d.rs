@@ -7,7 +7,7 @@
 //! Each task is one output frame of one clip: it gathers a block of output rows as columns
 //! (`in·kt·kh·kw` taps × positions, every tap a contiguous copy of an input row segment with the
 //! zero padding written around it) and multiplies them with the weight in one single-threaded
-//! GEMM ([`super::gemm`]) onto the bias. No padded copy of the input is made. Tasks run on the
+//! GEMM (`cpu::gemm`) onto the bias. No padded copy of the input is made. Tasks run on the
 //! current rayon pool and each output element is computed by one task in one fixed order, so
 //! results are the same at any thread count. Under autodiff the model runs the backend's conv3d.
 

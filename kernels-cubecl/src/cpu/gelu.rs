@@ -1,5 +1,5 @@
 //! The tanh-form GELU (`0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, Wan's and umT5's
-//! activation) on host f32 values, forward and backward, one pass each ([`super::simd`]), in
+//! activation) on host f32 values, forward and backward, one pass each (`cpu::simd`), in
 //! chunks over the current rayon pool. Every element depends on itself only, so results are the
 //! same at any thread count. Burn's `gelu_approximate` is five element-wise passes and a libm
 //! `tanhf`, each single-threaded on the CPU backends (BENCHMARKS, "`bench-dit` small op by op").

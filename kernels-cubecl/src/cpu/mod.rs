@@ -8,8 +8,8 @@
 //! scores; −∞ on rows without allowed keys, whose output is zero). The query tokens are cut into
 //! tiles inside each query group of the [`BlockTable`]; a tile visits only its group's allowed key
 //! ranges, in key tiles. The tile products Q·Kᵀ, P·V (and dO·Vᵀ, dS·K, Pᵀ·dO, dSᵀ·Q backward)
-//! are single-threaded GEMM calls ([`gemm`]); softmax is online with f32 accumulation and a
-//! vectorised exp ([`simd`]). Tasks are (batch·head, tile) pairs run on the current rayon pool, and
+//! are single-threaded GEMM calls (`gemm`); softmax is online with f32 accumulation and a
+//! vectorised exp (`simd`). Tasks are (batch·head, tile) pairs run on the current rayon pool, and
 //! every output element is computed by one task in one fixed order: results are bit-identical at
 //! any thread count. Scores never exist beyond one `query tile × key tile` block per task.
 //!
@@ -36,9 +36,13 @@ use burn::tensor::{TensorData, TensorMetadata, backend::Backend, ops::FloatTenso
 /// Sizes of the flattened problem: `bh` = batch × heads.
 #[derive(Clone, Copy, Debug)]
 pub struct Dims {
+    /// Batch × heads: the independent attention problems.
     pub bh: usize,
+    /// Query tokens per problem (the table's query tokens).
     pub q_tokens: usize,
+    /// Key (and value) tokens per problem (the table's key tokens).
     pub k_tokens: usize,
+    /// Channels per head; the softmax scale is `1/sqrt(head_dim)`.
     pub head_dim: usize,
 }
 
@@ -51,6 +55,22 @@ impl Dims {
 /// `out: [bh, q_tokens, head_dim]` and `lse: [bh, q_tokens]` of row-major `q`, `k`, `v`.
 ///
 /// Panics when the slice lengths or the table's token counts differ from `dims`.
+///
+/// ```
+/// use kernels_cubecl::BlockTable;
+/// use kernels_cubecl::cpu::{Dims, forward};
+///
+/// // Two one-token query frames over two one-token key frames: query 0 sees nothing,
+/// // query 1 sees key 1 only.
+/// let table = BlockTable::from_rules(&[1, 1], &[1, 1], |q| if q == 0 { 0..0 } else { 1..2 });
+/// let dims = Dims { bh: 1, q_tokens: 2, k_tokens: 2, head_dim: 2 };
+/// let (q, k) = ([0.5, -1.0, 2.0, 1.0], [1.0, 0.0, 3.0, -2.0]);
+/// let v = [1.0, 2.0, 3.0, 4.0];
+/// let (out, lse) = forward(&q, &k, &v, dims, &table);
+/// // A row without allowed keys is zero with lse −∞; a row with one allowed key returns its values.
+/// assert_eq!((&out[..2], lse[0]), (&[0.0, 0.0][..], f32::NEG_INFINITY));
+/// assert!((out[2] - 3.0).abs() < 1e-6 && (out[3] - 4.0).abs() < 1e-6);
+/// ```
 pub fn forward(q: &[f32], k: &[f32], v: &[f32], dims: Dims, table: &BlockTable) -> (Vec<f32>, Vec<f32>) {
     check(dims, table, &[(q, dims.q_tokens), (k, dims.k_tokens), (v, dims.k_tokens)]);
     if dims.is_empty() {

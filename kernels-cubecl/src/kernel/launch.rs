@@ -20,14 +20,19 @@ fn stage(dim: usize) -> usize {
 
 /// Forward output and per-row log-sum-exp.
 pub struct Forward<R: CubeRuntime> {
+    /// `[batch, heads, q_tokens, dim]` in the inputs' dtype.
     pub out: CubeTensor<R>,
+    /// `[batch, heads, q_tokens]` f32, natural log-sum-exp of the scaled scores.
     pub lse: CubeTensor<R>,
 }
 
 /// Gradients of q, k and v.
 pub struct Gradients<R: CubeRuntime> {
+    /// `[batch, heads, q_tokens, dim]`, like `q`.
     pub dq: CubeTensor<R>,
+    /// `[batch, heads, k_tokens, dim]`, like `k`.
     pub dk: CubeTensor<R>,
+    /// `[batch, heads, k_tokens, dim]`, like `v`.
     pub dv: CubeTensor<R>,
 }
 

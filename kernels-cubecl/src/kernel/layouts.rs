@@ -10,8 +10,11 @@
 use crate::BlockTable;
 use std::ops::Range;
 
+/// Anchor stride Δ in latents (the paper's default).
 pub const STRIDE: usize = 10;
+/// Planner block B_P (anchors) and renderer chunk B_R (latents).
 pub const CHUNK: usize = 3;
+/// Renderer history H in chunks.
 pub const HISTORY: usize = 5;
 /// Latent offsets of the time-rebased crops; each crop drops `STRIDE` latents.
 pub const CROP_OFFSETS: [usize; 4] = [1, 3, 5, 7];
@@ -51,6 +54,15 @@ impl Rules {
 }
 
 /// Rules of the packed SFT sequence with `latents` renderer latents (`rules[q]` sorted).
+///
+/// ```
+/// use kernels_cubecl::kernel::layouts::packed_sft;
+///
+/// let rules = packed_sft(81);
+/// assert_eq!(rules.len(), 155); // 9 + 9 + 81 + 4 × (8 + 6) frames
+/// // Renderer chunk 0 (frames 18..21) sees itself and the clean anchors 0, 10, 20.
+/// assert_eq!(rules[18], vec![0, 1, 2, 18, 19, 20]);
+/// ```
 pub fn packed_sft(latents: usize) -> Vec<Vec<usize>> {
     let anchors = anchor_latents(latents);
     let na = anchors.len();

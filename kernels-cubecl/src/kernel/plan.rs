@@ -12,6 +12,7 @@
 use crate::BlockTable;
 use std::ops::Range;
 
+/// Tiles and their token ranges, flattened for a kernel (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TilePlan {
     /// `[tiles, 4]`: row start, row end, first range, end of ranges.
