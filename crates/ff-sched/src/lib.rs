@@ -10,6 +10,8 @@
 //! * [`student`]: the exported student on disk (role folders and its manifest).
 //! * [`trace`]: timelines, Chrome trace JSON and SVG wavefront charts.
 
+#![warn(missing_docs)]
+
 pub mod bank;
 pub mod contract;
 pub mod error;

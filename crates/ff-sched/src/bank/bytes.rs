@@ -17,9 +17,11 @@ use ff_model::dit::DitConfig;
 /// Sizes of one latent frame's K/V.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvDims {
+    /// Transformer blocks, each with its own K and V.
     pub layers: usize,
     /// Model width (heads × head_dim).
     pub dim: usize,
+    /// Tokens of one latent frame after patching: `(height / ph) · (width / pw)`.
     pub tokens_per_frame: usize,
     /// Bytes per element (4 for f32, 2 for bf16).
     pub dtype_bytes: usize,
@@ -41,7 +43,9 @@ impl KvDims {
 /// The banks of one worker.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WorkerBanks {
+    /// The worker's index in its placement.
     pub worker: usize,
+    /// Anchor frames the worker's anchor bank holds (see the module docs).
     pub anchor_slots: usize,
     /// History banks held (ids).
     pub history_banks: Vec<usize>,

@@ -30,18 +30,26 @@ pub struct AnchorBank<T> {
 }
 
 impl<T: Entry> AnchorBank<T> {
+    /// An empty bank of `capacity` slots.
     pub fn new(capacity: usize) -> Self {
         Self { ring: Ring::new(BankName::Anchor, capacity) }
     }
+    /// Stores the entry of anchor index `anchor`, evicting what held its slot (slot `anchor mod
+    /// capacity`); a bank of no
+    /// capacity fails with [`SchedError::OutOfRange`](crate::SchedError::OutOfRange).
     pub fn publish(&mut self, anchor: usize, entry: T) -> Result<()> {
         self.ring.publish(anchor, entry)
     }
+    /// The entry of anchor index `anchor`; [`SchedError::NotPublished`](crate::SchedError::NotPublished)
+    /// or [`SchedError::Evicted`](crate::SchedError::Evicted) when the slot does not hold it.
     pub fn get(&self, anchor: usize) -> Result<&T> {
         self.ring.get(anchor)
     }
+    /// Memory held by the entries, in bytes.
     pub fn bytes(&self) -> usize {
         self.ring.bytes()
     }
+    /// Slots (anchors) the bank holds at once.
     pub fn capacity(&self) -> usize {
         self.ring.capacity()
     }
@@ -54,15 +62,21 @@ pub struct StageBank<T> {
 }
 
 impl<T: Entry> StageBank<T> {
+    /// An empty history bank with id `bank` (named in errors) and `capacity` chunk slots.
     pub fn new(bank: usize, capacity: usize) -> Self {
         Self { ring: Ring::new(BankName::History(bank), capacity) }
     }
+    /// Stores the entry of chunk `chunk`, evicting what held its slot (slot `chunk mod capacity`);
+    /// a bank of no capacity fails with [`SchedError::OutOfRange`](crate::SchedError::OutOfRange).
     pub fn publish(&mut self, chunk: usize, entry: T) -> Result<()> {
         self.ring.publish(chunk, entry)
     }
+    /// The entry of chunk `chunk`; [`SchedError::NotPublished`](crate::SchedError::NotPublished)
+    /// or [`SchedError::Evicted`](crate::SchedError::Evicted) when the slot does not hold it.
     pub fn get(&self, chunk: usize) -> Result<&T> {
         self.ring.get(chunk)
     }
+    /// Memory held by the entries, in bytes.
     pub fn bytes(&self) -> usize {
         self.ring.bytes()
     }
@@ -71,7 +85,10 @@ impl<T: Entry> StageBank<T> {
 /// The banks one worker holds for a graph.
 #[derive(Debug)]
 pub struct Banks<T> {
+    /// The anchor bank (no slots on a worker that reads no anchors).
     pub anchors: AnchorBank<T>,
+    /// One history bank per graph bank id (`graph.history_banks`); those the worker does not
+    /// use have no slots.
     pub history: Vec<StageBank<T>>,
 }
 
@@ -84,6 +101,7 @@ impl<T: Entry> Banks<T> {
         Self { anchors: AnchorBank::new(plan.anchor_slots), history }
     }
 
+    /// Stores the entry of `key` in its bank.
     pub fn publish(&mut self, key: KvKey, entry: T) -> Result<()> {
         match key {
             KvKey::Anchor(m) => self.anchors.publish(m, entry),
@@ -91,6 +109,7 @@ impl<T: Entry> Banks<T> {
         }
     }
 
+    /// The entry of `key`, or its bank's typed error (see [`AnchorBank::get`]).
     pub fn get(&self, key: KvKey) -> Result<&T> {
         match key {
             KvKey::Anchor(m) => self.anchors.get(m),

@@ -71,8 +71,26 @@ pub struct ContractConfig {
 }
 
 /// A validated contract with its derived index sets.
+///
+/// At L = 81 with the paper's defaults (Δ = 10, G = 3, B_P = B_R = 3, S = 4):
+///
+/// ```
+/// use ff_sched::{Contract, ContractConfig};
+///
+/// let c = Contract::new(ContractConfig::new(81)).unwrap();
+/// assert_eq!(c.anchors, vec![0, 10, 20, 30, 40, 50, 60, 70, 80]);
+/// assert_eq!((c.num_blocks(), c.num_chunks()), (3, 27));
+/// assert_eq!(c.chunks[2], 6..9);
+/// assert_eq!(c.anchors[c.window(2)], [0, 10, 20]); // chunk 6–8 reads Γ = {0, 10, 20} (paper Fig. 2)
+/// assert_eq!(c.timesteps, vec![999.0, 937.0, 833.0, 624.0]);
+///
+/// // A contract past the attention budget is refused, naming W_ctx.
+/// let e = Contract::new(ContractConfig::new(81).with_history(6)).unwrap_err();
+/// assert!(e.to_string().contains("W_ctx"));
+/// ```
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Contract {
+    /// The validated configuration.
     pub config: ContractConfig,
     /// Anchor positions `P`, ascending.
     pub anchors: Vec<usize>,
@@ -154,6 +172,7 @@ impl Contract {
         Ok(Self { config, anchors, blocks, chunks, windows, chunk_window, timesteps, planner_timesteps, flow })
     }
 
+    /// `S`, renderer denoising stages.
     pub fn stages(&self) -> usize {
         self.config.stages
     }

@@ -41,7 +41,9 @@ impl<B: AttentionBackend> Entry for ChunkKv<B> {
 /// Which roles the nodes of some workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Roles {
+    /// Some node is a planner forward.
     pub planner: bool,
+    /// Some node is a renderer (or baseline) forward.
     pub renderer: bool,
 }
 
@@ -345,7 +347,7 @@ impl<B: AttentionBackend> Runner for DitRunner<B> {
     }
 
     /// One batched forward (`forward_chunks`, one batch element per node, see
-    /// [`BatchContext`]); a single node runs as [`Runner::run`]. Nodes sharing a window (never
+    /// `BatchContext`); a single node runs as [`Runner::run`]. Nodes sharing a window (never
     /// the nodes of one wave of the built schedules) go to separate forwards.
     fn run_batch(
         &mut self,

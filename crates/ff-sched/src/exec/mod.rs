@@ -1,7 +1,8 @@
 //! Executors: run a [`Graph`] on workers placed by a [`Placement`].
 //!
 //! One engine serves every executor. Each worker (a thread; worker 0 is the calling thread) owns
-//! a [`Runner`] (its model copy on its device) and its [`Banks`], and runs its nodes in id order.
+//! a [`Runner`] (its model copy on its device) and its [`Banks`](crate::bank::Banks), and runs its
+//! nodes in id order.
 //! Only two things travel between workers, over channels: x0 latents to the workers of the nodes
 //! that take them as input, and published K/V entries to the workers whose nodes read them (with
 //! FlashForward on one worker per stage: latents k → k+1 and the anchor broadcast; each stage bank

@@ -16,9 +16,13 @@ pub const PLANNER_STREAM: u64 = 1;
 /// Seed and per-frame latent shape of a generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NoiseSpec {
+    /// The generation's seed.
     pub seed: u64,
+    /// Latent channels.
     pub channels: usize,
+    /// Latent frame height (latent pixels).
     pub height: usize,
+    /// Latent frame width (latent pixels).
     pub width: usize,
 }
 

@@ -18,7 +18,9 @@ pub enum PlannerPlacement {
 /// Assignment of graph nodes to workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Placement {
+    /// Workers that run renderer stages (stage k on worker `k mod stage_workers`).
     pub stage_workers: usize,
+    /// Where the planner nodes run.
     pub planner: PlannerPlacement,
 }
 
@@ -38,6 +40,7 @@ impl Placement {
         Self { stage_workers: workers, planner: PlannerPlacement::Dedicated }
     }
 
+    /// Fails with [`SchedError::Config`] when there is no stage worker.
     pub fn validate(&self) -> Result<()> {
         if self.stage_workers == 0 {
             return Err(SchedError::Config("a placement needs at least one stage worker".into()));
@@ -69,6 +72,7 @@ impl Placement {
         names
     }
 
+    /// The worker that runs `node`.
     pub fn worker_of(&self, node: &Node) -> usize {
         match (node.kind.is_planner(), self.planner) {
             (true, PlannerPlacement::Shared) => 0,

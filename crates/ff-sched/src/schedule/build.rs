@@ -32,6 +32,7 @@ pub struct Rule<'a> {
     /// `Γ(i)`, read before the history (`None`: no anchors). Anchors must be published first,
     /// e.g. by [`GraphBuilder::planner`].
     pub anchors: Option<&'a AnchorWindow<'a>>,
+    /// Where the history K/V comes from.
     pub history: HistorySource,
     /// `H`: chunks of history (the tail `i − H..i`; 0: none).
     pub history_len: usize,

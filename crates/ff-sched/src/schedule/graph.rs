@@ -41,6 +41,7 @@ impl NodeKind {
     pub fn is_cache_update(self) -> bool {
         matches!(self, Self::PlannerCache | Self::ReEncode)
     }
+    /// The planner's forwards ([`NodeKind::PlannerDenoise`], [`NodeKind::PlannerCache`]).
     pub fn is_planner(self) -> bool {
         matches!(self, Self::PlannerDenoise | Self::PlannerCache)
     }
@@ -65,26 +66,38 @@ pub enum KvKey {
     /// Clean K/V of one anchor frame (anchor index).
     Anchor(usize),
     /// K/V of a chunk in history bank `bank` (FlashForward: bank k is stage k).
-    Chunk { bank: usize, chunk: usize },
+    Chunk {
+        /// History bank id (below [`Graph::history_banks`]).
+        bank: usize,
+        /// Renderer chunk index.
+        chunk: usize,
+    },
 }
 
 /// One model forward.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Node {
+    /// Index in [`Graph::nodes`].
     pub id: NodeId,
+    /// What the forward does.
     pub kind: NodeKind,
+    /// The block, chunk or clip it works on.
     pub unit: Unit,
     /// Stage worker this node belongs to (a renderer stage; planner nodes: their stage).
     pub stage: usize,
     /// Noise level of the input (`S` = clean endpoint).
     pub level: usize,
+    /// Absolute latent positions of its frames (anchor positions for the planner).
     pub positions: Vec<usize>,
     /// Timestep of every frame (1000 scale).
     pub timesteps: Vec<f64>,
     /// Node whose x0 estimate is this node's input (None: pure noise).
     pub source: Option<NodeId>,
+    /// K/V entries it reads: anchors, then history oldest first.
     pub reads: Vec<KvKey>,
+    /// K/V entries it publishes.
     pub publishes: Vec<KvKey>,
+    /// The source and the publishers of its reads, ascending (every one a smaller id).
     pub deps: Vec<NodeId>,
     /// Whether the node's x0 estimate is final video output for its unit.
     pub output: bool,
@@ -98,7 +111,9 @@ pub struct Node {
 pub struct Graph {
     /// Name of the schedule (a [`super::ScheduleKind`] name, or a custom one).
     pub schedule: String,
+    /// The contract the graph was built over.
     pub contract: Contract,
+    /// The forwards in id order (a topological order).
     pub nodes: Vec<Node>,
     /// Number of chunk history banks (`KvKey::Chunk::bank` is below it).
     pub history_banks: usize,
@@ -109,20 +124,54 @@ pub struct Graph {
 /// Node description handed to [`GraphBuilder::push`]; ids, timesteps and deps are filled in.
 #[derive(Debug, Clone)]
 pub struct NodeSpec {
+    /// [`Node::kind`].
     pub kind: NodeKind,
+    /// [`Node::unit`].
     pub unit: Unit,
+    /// [`Node::stage`].
     pub stage: usize,
+    /// [`Node::level`]; the timestep follows from it (the planner's table for planner kinds).
     pub level: usize,
+    /// [`Node::positions`].
     pub positions: Vec<usize>,
+    /// [`Node::source`].
     pub source: Option<NodeId>,
+    /// [`Node::reads`]: each must be published by an earlier node.
     pub reads: Vec<KvKey>,
+    /// [`Node::publishes`]: each key at most once per graph.
     pub publishes: Vec<KvKey>,
+    /// [`Node::output`].
     pub output: bool,
 }
 
 /// Builds a [`Graph`]: assigns ids and derives dependency edges from sources and published keys.
 /// [`GraphBuilder::planner`] and [`GraphBuilder::rollout`] add the planner and the chunk × stage
 /// rollout of a [`Rule`](super::Rule); [`GraphBuilder::push`] adds any other forward.
+///
+/// A custom contract: anchor windows of 2 anchors and a stage-matched history of 3 chunks.
+///
+/// ```
+/// use ff_sched::schedule::{GraphBuilder, HistorySource, KvKey, NodeKind, Rule, Unit};
+/// use ff_sched::{Contract, ContractConfig};
+///
+/// let c = Contract::new(ContractConfig::new(41).with_anchor_window(2).with_history(3)).unwrap();
+/// let gamma = |i: usize| c.window(i).collect::<Vec<usize>>();
+/// let rule = Rule { anchors: Some(&gamma), history: HistorySource::StageMatched, history_len: 3 };
+/// let mut b = GraphBuilder::new(&c);
+/// b.planner().unwrap(); // publishes the anchors the rule reads
+/// b.rollout(&rule).unwrap();
+/// let g = b.finish("gamma2-h3");
+/// assert_eq!((g.history_banks, g.history_capacity), (4, 3)); // a bank per stage, H chunks each
+/// // Chunk 5 (latents 15..18) at stage 2 reads anchors {10, 20} (indices 1, 2), then the
+/// // stage-2 K/V of chunks 2..5.
+/// let n = g.nodes.iter().find(|n| n.kind == NodeKind::Render && n.unit == Unit::Chunk(5) && n.level == 2).unwrap();
+/// let want: Vec<KvKey> =
+///     [KvKey::Anchor(1), KvKey::Anchor(2)].into_iter().chain((2..5).map(|chunk| KvKey::Chunk { bank: 2, chunk })).collect();
+/// assert_eq!(n.reads, want);
+///
+/// // Without the planner nothing publishes the anchors: the rollout is refused.
+/// assert!(GraphBuilder::new(&c).rollout(&rule).is_err());
+/// ```
 pub struct GraphBuilder<'a> {
     contract: &'a Contract,
     nodes: Vec<Node>,
@@ -130,15 +179,18 @@ pub struct GraphBuilder<'a> {
 }
 
 impl<'a> GraphBuilder<'a> {
+    /// An empty graph over `contract`.
     pub fn new(contract: &'a Contract) -> Self {
         Self { contract, nodes: Vec::new(), publisher: HashMap::new() }
     }
 
+    /// The contract the graph is built over.
     pub fn contract(&self) -> &'a Contract {
         self.contract
     }
 
-    /// Adds one forward; everything it reads must have been published by an earlier node.
+    /// Adds one forward and returns its id; everything it reads must have been published by an
+    /// earlier node, and no key may be published twice ([`SchedError::Graph`] otherwise).
     pub fn push(&mut self, spec: NodeSpec) -> Result<NodeId> {
         let id = self.nodes.len();
         let mut deps: Vec<NodeId> = spec.source.into_iter().collect();
@@ -210,14 +262,18 @@ impl<'a> GraphBuilder<'a> {
 /// Forward counts of a graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
+    /// All model forwards (a guided planner step counts twice).
     pub forwards: usize,
+    /// Forwards that only publish K/V ([`NodeKind::is_cache_update`]).
     pub cache_update_forwards: usize,
+    /// Planner forwards, its cache-update forwards included.
     pub planner_forwards: usize,
     /// Forwards that advance output positions (renderer / baseline / bidirectional).
     pub renderer_forwards: usize,
 }
 
 impl Graph {
+    /// The graph's forward counts (paper A.2.2), each node counted [`Node::passes`] times.
     pub fn counts(&self) -> Counts {
         let count = |f: &dyn Fn(NodeKind) -> bool| self.nodes.iter().filter(|n| f(n.kind)).map(|n| n.passes).sum();
         Counts {

@@ -29,14 +29,20 @@ use crate::error::{Result, SchedError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ScheduleKind {
+    /// Planner anchors plus stage-matched history, run as a wavefront (`flashforward`).
     FlashForward,
+    /// Clean re-encoded history within W_ctx (`self-forcing`).
     SelfForcing,
+    /// History re-encoded at the next noise level, per stage (`hiar`).
     Hiar,
+    /// History from earlier chunks' final-stage forwards (`n-c-causal-rcm`).
     NcCausalRcm,
+    /// The whole clip per forward with full attention (`bidirectional`).
     Bidirectional,
 }
 
 impl ScheduleKind {
+    /// Every schedule, in the order of the table above.
     pub const ALL: [ScheduleKind; 5] = [Self::FlashForward, Self::SelfForcing, Self::Hiar, Self::NcCausalRcm, Self::Bidirectional];
 
     /// The command-line name.
@@ -51,6 +57,22 @@ impl ScheduleKind {
     }
 
     /// Builds this schedule's generation graph over `contract`.
+    ///
+    /// Forward counts at L = 81, S = 4 (paper A.2.2: `W_FF = N_P(S+1) + N_R·S`,
+    /// `W_SF = N_C·S + (N_C−1)`, `W_HiAR = N_C·S + (N_C−1)·S`):
+    ///
+    /// ```
+    /// use ff_sched::{Contract, ContractConfig, ScheduleKind};
+    ///
+    /// let contract = Contract::new(ContractConfig::new(81)).unwrap();
+    /// let forwards = |k: ScheduleKind| k.build(&contract).unwrap().counts().forwards;
+    /// assert_eq!(forwards(ScheduleKind::FlashForward), 123); // 3 blocks × 5 + 27 chunks × 4
+    /// assert_eq!(forwards(ScheduleKind::SelfForcing), 134);
+    /// assert_eq!(forwards(ScheduleKind::Hiar), 212);
+    /// let ff = ScheduleKind::FlashForward.build(&contract).unwrap().counts();
+    /// assert_eq!((ff.planner_forwards, ff.cache_update_forwards, ff.renderer_forwards), (15, 3, 108));
+    /// assert_eq!("self-forcing".parse::<ScheduleKind>().unwrap(), ScheduleKind::SelfForcing);
+    /// ```
     pub fn build(self, contract: &Contract) -> Result<Graph> {
         build::build(self, contract)
     }

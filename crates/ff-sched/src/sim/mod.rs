@@ -51,17 +51,34 @@ pub struct CostModel {
 /// Result of [`simulate`].
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Simulation {
+    /// Makespan: end of the last forward, seconds.
     pub seconds: f64,
     /// `seconds / forward_seconds`.
     pub rounds: f64,
+    /// Time to first chunk: end of the output forward of the first latent position, seconds.
     pub ttff_seconds: f64,
     /// Longest busy time of one worker.
     pub slowest_worker_busy_seconds: f64,
+    /// The replayed timeline.
     #[serde(skip)]
     pub trace: Trace,
 }
 
-/// Replays `graph` on `devices` stage workers under `cost`.
+/// Replays `graph` on `devices` stage workers under `cost`; a forward cost that is not a
+/// positive finite number of seconds, or no device, is [`SchedError::Config`].
+///
+/// FlashForward at L = 81 on 4 devices, planner shared: the 15 planner forwards, then the
+/// wavefront of 27 chunks through 4 stages, 45 rounds in all.
+///
+/// ```
+/// use ff_sched::sim::{CostModel, simulate};
+/// use ff_sched::{Contract, ContractConfig, ScheduleKind};
+///
+/// let graph = ScheduleKind::FlashForward.build(&Contract::new(ContractConfig::new(81)).unwrap()).unwrap();
+/// let sim = simulate(&graph, 4, CostModel { forward_seconds: 2.0, planner_devices: 0 }).unwrap();
+/// assert_eq!((sim.seconds, sim.rounds), (2.0 * 45.0, 45.0));
+/// assert_eq!(sim.ttff_seconds, 2.0 * 19.0); // chunk 0 leaves stage 3 after 15 + 4 forwards
+/// ```
 pub fn simulate(graph: &Graph, devices: usize, cost: CostModel) -> Result<Simulation> {
     if !(cost.forward_seconds > 0.0 && cost.forward_seconds.is_finite()) {
         return Err(SchedError::Config(format!("the forward cost must be positive seconds, got {}", cost.forward_seconds)));

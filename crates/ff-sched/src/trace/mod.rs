@@ -11,16 +11,22 @@ use std::path::{Path, PathBuf};
 /// One forward on one worker, in seconds from the start of the run.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Span {
+    /// The node's id in its graph.
     pub node: usize,
+    /// The worker that ran it.
     pub worker: usize,
+    /// Start, seconds.
     pub start: f64,
+    /// End, seconds.
     pub end: f64,
 }
 
 /// The spans of one run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Trace {
+    /// Number of workers (span `worker` is below it).
     pub workers: usize,
+    /// One span per forward run.
     pub spans: Vec<Span>,
     /// Name of each worker ("stage 0", "planner", ...).
     pub names: Vec<String>,
