@@ -37,14 +37,20 @@ pub fn check_writable(path: &Path) -> Result<()> {
     temp_beside(path).map(drop).map_err(|source| ModelError::io(path, source))
 }
 
-/// A temp file `.<name>.<random>.tmp` in the folder of `path`.
+/// A temp file `.<name>.<random>.tmp` in the folder of `path`, created with the mode a plain
+/// `File::create` gives (0o666 less the umask) rather than `tempfile`'s private 0o600, since it
+/// becomes the output.
 fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
-    tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir)
+    let prefix = format!(".{}.", path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    builder.tempfile_in(dir)
 }
 
 /// `given` over `defaults`: tables merge key by key, any other value replaces the default. A key
@@ -96,6 +102,15 @@ mod tests {
         write_atomic(&path, |w| w.write_all(b"new")).unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"new");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let fresh = dir.path().join("fresh.bin");
+            fs::write(&fresh, b"plain").unwrap();
+            write_atomic(&path, |w| w.write_all(b"newer")).unwrap();
+            let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&path), mode(&fresh), "the mode a plain write gives, not a private temp file's");
+        }
     }
 
     #[test]
