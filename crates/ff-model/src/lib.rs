@@ -3,6 +3,8 @@
 //!
 //! Everything is generic over Burn's `B: Backend`; tests run on NdArray (f32).
 
+#![warn(missing_docs)]
+
 pub mod error;
 #[cfg(any(test, feature = "fixture"))]
 pub mod fixture;

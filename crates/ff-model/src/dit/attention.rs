@@ -40,21 +40,30 @@ fn rms_norm<B: AttentionBackend>(dim: usize, eps: f64, device: &B::Device) -> Rm
 /// Self-attention with role adapters on q, k, v, o.
 #[derive(Module, Debug)]
 pub struct SelfAttention<B: AttentionBackend> {
+    /// Query projection `[dim, dim]`.
     pub q: LoraLinear<B>,
+    /// Key projection `[dim, dim]`.
     pub k: LoraLinear<B>,
+    /// Value projection `[dim, dim]`.
     pub v: LoraLinear<B>,
+    /// Output projection `[dim, dim]`.
     pub o: LoraLinear<B>,
+    /// RMS norm of the queries over the full hidden size.
     pub norm_q: RmsNorm<B>,
+    /// RMS norm of the keys over the full hidden size.
     pub norm_k: RmsNorm<B>,
+    /// Attention heads (`head_dim = dim / num_heads`).
     pub num_heads: usize,
 }
 
 impl<B: AttentionBackend> SelfAttention<B> {
+    /// Fresh projections of width `dim` without adapters; `eps` is the RMS norms' epsilon.
     pub fn new(dim: usize, num_heads: usize, eps: f64, device: &B::Device) -> Self {
         let lin = || LoraLinear::new(LinearConfig::new(dim, dim).init(device));
         Self { q: lin(), k: lin(), v: lin(), o: lin(), norm_q: rms_norm(dim, eps, device), norm_k: rms_norm(dim, eps, device), num_heads }
     }
 
+    /// Adds role adapters to q, k, v and o.
     pub fn with_adapters(self, c: &LoraConfig) -> Self {
         Self { q: self.q.with_adapters(c), k: self.k.with_adapters(c), v: self.v.with_adapters(c), o: self.o.with_adapters(c), ..self }
     }
@@ -89,6 +98,7 @@ impl<B: AttentionBackend> SelfAttention<B> {
         (self.o.forward(merge_heads(out), roles), own)
     }
 
+    /// The plain attention of `role`: its adapters folded into the weights ([`LoraLinear::merge`]).
     pub fn merge(&self, role: crate::lora::Role) -> Self {
         Self { q: self.q.merge(role), k: self.k.merge(role), v: self.v.merge(role), o: self.o.merge(role), ..self.clone() }
     }
@@ -97,16 +107,24 @@ impl<B: AttentionBackend> SelfAttention<B> {
 /// Cross-attention to the prompt, with role adapters on q and o.
 #[derive(Module, Debug)]
 pub struct CrossAttention<B: AttentionBackend> {
+    /// Query projection `[dim, dim]`.
     pub q: LoraLinear<B>,
+    /// Key projection of the embedded prompt `[dim, dim]`.
     pub k: Linear<B>,
+    /// Value projection of the embedded prompt `[dim, dim]`.
     pub v: Linear<B>,
+    /// Output projection `[dim, dim]`.
     pub o: LoraLinear<B>,
+    /// RMS norm of the queries over the full hidden size.
     pub norm_q: RmsNorm<B>,
+    /// RMS norm of the keys over the full hidden size.
     pub norm_k: RmsNorm<B>,
+    /// Attention heads (`head_dim = dim / num_heads`).
     pub num_heads: usize,
 }
 
 impl<B: AttentionBackend> CrossAttention<B> {
+    /// Fresh projections of width `dim` without adapters; `eps` is the RMS norms' epsilon.
     pub fn new(dim: usize, num_heads: usize, eps: f64, device: &B::Device) -> Self {
         let lin = || LinearConfig::new(dim, dim).init(device);
         Self {
@@ -120,6 +138,7 @@ impl<B: AttentionBackend> CrossAttention<B> {
         }
     }
 
+    /// Adds role adapters to q and o.
     pub fn with_adapters(self, c: &LoraConfig) -> Self {
         Self { q: self.q.with_adapters(c), o: self.o.with_adapters(c), ..self }
     }
@@ -142,6 +161,7 @@ impl<B: AttentionBackend> CrossAttention<B> {
         self.o.forward(merge_heads(attention(q, k, v, &table)), roles)
     }
 
+    /// The plain attention of `role`: its adapters folded into the weights ([`LoraLinear::merge`]).
     pub fn merge(&self, role: crate::lora::Role) -> Self {
         Self { q: self.q.merge(role), o: self.o.merge(role), ..self.clone() }
     }

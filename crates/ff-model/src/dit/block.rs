@@ -47,18 +47,26 @@ fn adaln<B: AttentionBackend>(x: Tensor<B, 4>, shift: &Tensor<B, 4>, scale: &Ten
     out.cast(dtype)
 }
 
+/// One transformer block (see the module docs for its order of operations).
 #[derive(Module, Debug)]
 pub struct DitBlock<B: AttentionBackend> {
     /// `[1, 6, dim]`: shift, scale, gate of self-attention, then of the FFN.
     pub modulation: Param<Tensor<B, 3>>,
+    /// Self-attention over the frame's tokens and the K/V the context supplies.
     pub self_attn: SelfAttention<B>,
+    /// Affine LayerNorm before cross-attention.
     pub norm3: LayerNorm<B>,
+    /// Cross-attention to the prompt.
     pub cross_attn: CrossAttention<B>,
+    /// Feed-forward `dim → ffn_dim → dim` with GELU (tanh).
     pub ffn: Mlp<B>,
+    /// Epsilon of the block's norms.
     pub eps: f64,
 }
 
 impl<B: AttentionBackend> DitBlock<B> {
+    /// A freshly initialised block of width `dim`, `heads` heads and FFN width `ffn_dim`, without
+    /// adapters.
     pub fn new(dim: usize, ffn_dim: usize, heads: usize, eps: f64, device: &B::Device) -> Self {
         Self {
             modulation: Param::from_tensor(Tensor::random([1, 6, dim], Distribution::Normal(0.0, (dim as f64).powf(-0.5)), device)),
@@ -70,10 +78,13 @@ impl<B: AttentionBackend> DitBlock<B> {
         }
     }
 
+    /// Adds role adapters to both attentions ([`SelfAttention::with_adapters`],
+    /// [`CrossAttention::with_adapters`]).
     pub fn with_adapters(self, c: &LoraConfig) -> Self {
         Self { self_attn: self.self_attn.with_adapters(c), cross_attn: self.cross_attn.with_adapters(c), ..self }
     }
 
+    /// The plain block of `role`: its adapters folded into the weights.
     pub fn merge(&self, role: Role) -> Self {
         Self { self_attn: self.self_attn.merge(role), cross_attn: self.cross_attn.merge(role), ..self.clone() }
     }
@@ -118,11 +129,14 @@ impl<B: AttentionBackend> DitBlock<B> {
 pub struct Head<B: AttentionBackend> {
     /// `[1, 2, dim]`: shift, scale.
     pub modulation: Param<Tensor<B, 3>>,
+    /// Projection `dim → out` (out = output channels × patch volume).
     pub head: Linear<B>,
+    /// Epsilon of the LayerNorm.
     pub eps: f64,
 }
 
 impl<B: AttentionBackend> Head<B> {
+    /// A freshly initialised head projecting `dim` to `out` features per token.
     pub fn new(dim: usize, out: usize, eps: f64, device: &B::Device) -> Self {
         let modulation = Tensor::random([1, 2, dim], Distribution::Normal(0.0, (dim as f64).powf(-0.5)), device);
         Self { modulation: Param::from_tensor(modulation), head: LinearConfig::new(dim, out).init(device), eps }

@@ -12,8 +12,9 @@ use std::path::Path;
 pub struct DitConfig {
     /// Patch size over (frames, height, width) of the latent.
     pub patch_size: [usize; 3],
-    /// Latent channels in (16) and out (16).
+    /// Latent channels in (16).
     pub in_channels: usize,
+    /// Latent channels out (16).
     pub out_channels: usize,
     /// Hidden size (heads × head_dim).
     pub dim: usize,
@@ -23,7 +24,9 @@ pub struct DitConfig {
     pub freq_dim: usize,
     /// Text-encoder output size (umT5-XXL: 4096).
     pub text_dim: usize,
+    /// Attention heads.
     pub num_heads: usize,
+    /// Transformer blocks.
     pub num_layers: usize,
     /// Epsilon of every norm.
     #[config(default = 1e-6)]
@@ -31,6 +34,7 @@ pub struct DitConfig {
     /// Positions per RoPE axis (latent frames, rows, columns); beyond is an error.
     #[config(default = 1024)]
     pub rope_max_positions: usize,
+    /// Base of the RoPE frequencies.
     #[config(default = 10000.0)]
     pub rope_theta: f64,
     /// Prompt tokens the text encoder pads to.
@@ -80,6 +84,7 @@ impl DitConfig {
         })
     }
 
+    /// Channels per head: `dim / num_heads`.
     pub fn head_dim(&self) -> usize {
         self.dim / self.num_heads
     }

@@ -25,15 +25,19 @@ pub fn sinusoidal(timesteps: &[f64], dim: usize) -> Vec<f32> {
 /// `fc2(act(fc1(x)))`: the time embedding (SiLU) and the text embedding (GELU, tanh).
 #[derive(Module, Debug)]
 pub struct Mlp<B: Backend> {
+    /// First layer `d_in → d_hidden`.
     pub fc1: Linear<B>,
+    /// Second layer `d_hidden → d_out`.
     pub fc2: Linear<B>,
 }
 
 impl<B: Backend> Mlp<B> {
+    /// A freshly initialised `d_in → d_hidden → d_out` MLP.
     pub fn new(d_in: usize, d_hidden: usize, d_out: usize, device: &B::Device) -> Self {
         Self { fc1: LinearConfig::new(d_in, d_hidden).init(device), fc2: LinearConfig::new(d_hidden, d_out).init(device) }
     }
 
+    /// `fc2(act(fc1(x)))` over the last dimension of `x: [..., d_in]` → `[..., d_out]`.
     pub fn forward<const D: usize>(&self, x: Tensor<B, D>, act: impl Fn(Tensor<B, D>) -> Tensor<B, D>) -> Tensor<B, D> {
         self.fc2.forward(act(self.fc1.forward(x)))
     }
@@ -54,15 +58,18 @@ pub fn linear_f32<B: Backend, const D: usize>(linear_layer: &Linear<B>, x: Tenso
 /// order. Stored as Wan's Conv3d (`[dim, C, pt, ph, pw]`), computed as one matmul.
 #[derive(Module, Debug)]
 pub struct PatchEmbed<B: Backend> {
+    /// Wan's Conv3d, kernel = stride = patch `[pt, ph, pw]`; weight `[dim, C, pt, ph, pw]`.
     pub conv: Conv3d<B>,
 }
 
 impl<B: Backend> PatchEmbed<B> {
+    /// A fresh embedding of `in_channels` latent channels into `dim` by `patch = [pt, ph, pw]`.
     pub fn new(in_channels: usize, dim: usize, patch: [usize; 3], device: &B::Device) -> Self {
         let conv = Conv3dConfig::new([in_channels, dim], patch).with_stride(patch).init(device);
         Self { conv }
     }
 
+    /// `x: [batch, C, F, H, W]` → tokens `[batch, F/pt·H/ph·W/pw, dim]` in (f, h, w) order.
     pub fn forward(&self, x: Tensor<B, 5>) -> Tensor<B, 3> {
         let [b, c, f, h, w] = x.dims();
         let [pt, ph, pw] = self.conv.kernel_size;

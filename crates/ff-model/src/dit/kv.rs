@@ -16,11 +16,14 @@ use std::ops::Range;
 /// Keys and values of one layer: `[batch, heads, tokens, head_dim]`.
 #[derive(Clone, Debug)]
 pub struct LayerKv<B: Backend> {
+    /// Keys `[batch, heads, tokens, head_dim]` (self-attention: after RoPE).
     pub k: Tensor<B, 4>,
+    /// Values `[batch, heads, tokens, head_dim]`.
     pub v: Tensor<B, 4>,
 }
 
 impl<B: Backend> LayerKv<B> {
+    /// Tokens held (dimension 2).
     pub fn tokens(&self) -> usize {
         self.k.dims()[2]
     }
@@ -44,6 +47,7 @@ impl<B: Backend> LayerKv<B> {
 /// Per-layer self-attention K/V published by one forward.
 #[derive(Clone, Debug)]
 pub struct ChunkKv<B: Backend> {
+    /// One entry per DiT block, in layer order.
     pub layers: Vec<LayerKv<B>>,
 }
 
@@ -75,8 +79,11 @@ impl<B: Backend> ChunkKv<B> {
 /// `kv: [batch.len(), heads, key_tokens, head_dim]`, `table` over the forward's own tokens
 /// (queries) and `key_tokens`.
 pub struct Keys<B: Backend> {
+    /// The batch elements whose queries attend over this set.
     pub batch: Range<usize>,
+    /// Keys and values `[batch.len(), heads, key_tokens, head_dim]`.
     pub kv: LayerKv<B>,
+    /// Which key frames each query frame may see.
     pub table: BlockTable,
 }
 
@@ -85,6 +92,7 @@ pub struct Keys<B: Backend> {
 /// together cover the batch (attention is permutation-invariant over keys, positions live in the
 /// keys themselves).
 pub trait KvContext<B: Backend> {
+    /// The key sets of layer `layer`, given the forward's own K/V `own` of that layer.
     fn keys(&self, layer: usize, own: &LayerKv<B>) -> Vec<Keys<B>>;
 
     /// Checked before a forward: the context fits a model of `layers` layers whose forward has
@@ -126,13 +134,16 @@ pub(crate) fn check_entry<B: Backend>(
 /// read through an in-place [`super::KvWindow`] instead). No segments: the forward attends to
 /// itself only, without a copy.
 pub struct SegmentContext<'a, B: Backend> {
+    /// The published entries read, in key order.
     pub segments: Vec<&'a ChunkKv<B>>,
 }
 
 impl<'a, B: Backend> SegmentContext<'a, B> {
+    /// A context over `segments`, in key order.
     pub fn new(segments: Vec<&'a ChunkKv<B>>) -> Self {
         Self { segments }
     }
+    /// No segments: the forward attends to itself only.
     pub fn empty() -> Self {
         Self { segments: Vec::new() }
     }
@@ -156,5 +167,6 @@ impl<B: Backend> KvContext<B> for SegmentContext<'_, B> {
 /// The prompt's cross-attention K/V, one [`LayerKv`] per layer (`[batch, heads, text_tokens, head_dim]`).
 #[derive(Clone, Debug)]
 pub struct TextContext<B: Backend> {
+    /// One entry per DiT block, in layer order.
     pub layers: Vec<LayerKv<B>>,
 }

@@ -8,7 +8,9 @@ use kernels_cubecl::BlockTable;
 /// Positions and roles of the latent frames of one forward (shared by the batch).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FrameLayout {
+    /// Absolute latent position of each frame (the RoPE temporal index).
     pub positions: Vec<usize>,
+    /// Role of each frame.
     pub roles: Vec<Role>,
 }
 
@@ -24,10 +26,12 @@ impl FrameLayout {
         Self { positions, roles }
     }
 
+    /// Latent frames in the forward.
     pub fn len(&self) -> usize {
         self.positions.len()
     }
 
+    /// Whether the layout has no frame.
     pub fn is_empty(&self) -> bool {
         self.positions.is_empty()
     }
@@ -46,6 +50,7 @@ impl SegmentMask {
         Self { allowed: vec![vec![false; frames]; frames] }
     }
 
+    /// Frames of the sequence.
     pub fn frames(&self) -> usize {
         self.allowed.len()
     }
@@ -69,6 +74,7 @@ impl SegmentMask {
         })
     }
 
+    /// Whether frame `query` may attend to frame `key`.
     pub fn is_allowed(&self, query: usize, key: usize) -> bool {
         self.allowed[query][key]
     }

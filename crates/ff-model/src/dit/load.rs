@@ -100,7 +100,7 @@ impl<B: AttentionBackend> WanDit<B> {
     }
 
     /// The parameters whose module path passes `keep`, as `(file key, data)` in the layout
-    /// [`load_weights`](Self::load_weights) reads: Wan keys ([`dit_file_key`]), `Linear` weights
+    /// [`load_weights`](Self::load_weights) reads: Wan keys (`dit_file_key`), `Linear` weights
     /// transposed to PyTorch's `[out, in]`, the model's float dtype.
     pub fn file_tensors(&self, keep: impl Fn(&str) -> bool) -> Result<Vec<(String, TensorData)>> {
         module_tensors(self, dit_file_key, keep)

@@ -33,23 +33,58 @@ use kernels_cubecl::AttentionBackend;
 use kernels_cubecl::gelu_tanh;
 
 /// The Wan2.1 text-to-video diffusion transformer, with optional planner/renderer roles.
+///
+/// The tiny model of the reference fixtures, a whole-clip forward and a chunk forward that
+/// publishes its K/V:
+///
+/// ```
+/// use burn::backend::NdArray;
+/// use burn::tensor::{Distribution, Tensor};
+/// use ff_model::DitConfig;
+/// use ff_model::dit::{FrameLayout, Role, SegmentContext};
+///
+/// let device = Default::default();
+/// let model = DitConfig::tiny().init::<NdArray>(&device); // 2 layers, 2 heads × 16, text_dim 24
+/// // A prompt's encoder output `[batch, text_tokens, text_dim]`, embedded once.
+/// let text = model.text_context(Tensor::random([1, 6, 24], Distribution::Normal(0.0, 1.0), &device));
+/// // Latents `[batch, 16, frames, height, width]`, one timestep per frame on the 1000 scale.
+/// let latents = Tensor::<NdArray, 5>::random([1, 16, 2, 4, 4], Distribution::Normal(0.0, 1.0), &device);
+/// let v = model.forward(latents.clone(), &[vec![500.0, 500.0]], &text, Role::Base).unwrap();
+/// assert_eq!(v.dims(), [1, 16, 2, 4, 4]);
+///
+/// // The same frames as a chunk at latent positions 6, 7 over no published context.
+/// let layout = FrameLayout::chunk(6, 2, Role::Base);
+/// let out = model.forward_chunk(latents, &[vec![500.0, 500.0]], &layout, &text, &SegmentContext::empty()).unwrap();
+/// assert_eq!(out.prediction.dims(), [1, 16, 2, 4, 4]);
+/// assert_eq!(out.kv.layers.len(), 2); // one K/V entry per layer
+/// assert_eq!(out.kv.tokens(), 2 * (4 / 2) * (4 / 2)); // frames × tokens per frame (patch 1×2×2)
+/// ```
 #[derive(Module, Debug)]
 pub struct WanDit<B: AttentionBackend> {
+    /// Latents to tokens ([`PatchEmbed`]).
     pub patch_embedding: PatchEmbed<B>,
+    /// Prompt embedding `text_dim → dim → dim` (GELU tanh).
     pub text_embedding: Mlp<B>,
+    /// Time embedding `freq_dim → dim → dim` (SiLU) of the sinusoidal timestep features.
     pub time_embedding: Mlp<B>,
+    /// `dim → 6·dim`: the blocks' modulation input from the time embedding.
     pub time_projection: Linear<B>,
+    /// The transformer blocks.
     pub blocks: Vec<DitBlock<B>>,
+    /// The output head.
     pub head: Head<B>,
     /// `[2, dim]` role vectors (planner, renderer) added to the time embedding; absent on a plain model.
     pub role_embedding: Option<Param<Tensor<B, 2>>>,
+    /// The hyper-parameters it was built from.
     #[module(skip)]
     pub config: DitConfig,
 }
 
 /// Prediction and published K/V of a chunk forward.
 pub struct ChunkOutput<B: AttentionBackend> {
+    /// The flow prediction `[batch, C_out, frames, height, width]` (f32).
     pub prediction: Tensor<B, 5>,
+    /// The chunk's own post-RoPE self-attention K/V, one entry per layer.
     pub kv: ChunkKv<B>,
 }
 
@@ -82,10 +117,12 @@ impl<B: AttentionBackend> burn::module::ModuleVisitor<B> for Materialize {
 }
 
 impl<B: AttentionBackend> WanDit<B> {
+    /// The hyper-parameters.
     pub fn config(&self) -> &DitConfig {
         &self.config
     }
 
+    /// The device the parameters live on.
     pub fn device(&self) -> B::Device {
         self.time_projection.weight.device()
     }

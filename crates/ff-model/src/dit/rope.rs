@@ -25,6 +25,8 @@ pub struct Rope {
 }
 
 impl Rope {
+    /// The axes of a `head_dim`-wide head (see the module docs), frequency base `theta`, and at
+    /// most `max_positions` positions per axis.
     pub fn new(head_dim: usize, theta: f64, max_positions: usize) -> Self {
         let hw = 2 * (head_dim / 6);
         Self { axes: [head_dim - 2 * hw, hw, hw], theta, max_positions }

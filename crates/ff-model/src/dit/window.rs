@@ -43,6 +43,7 @@ impl<B: Backend> KvWindow<B> {
         }
     }
 
+    /// Slots of the window.
     pub fn slots(&self) -> usize {
         self.slots
     }

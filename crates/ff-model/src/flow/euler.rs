@@ -10,13 +10,41 @@ use super::FlowMatch;
 use burn::tensor::{Tensor, backend::Backend};
 
 /// `steps` Euler steps over the σ grid of `flow` (its shift).
+///
+/// ```
+/// use burn::backend::NdArray;
+/// use burn::tensor::Tensor;
+/// use ff_model::flow::EulerSampler;
+///
+/// let s = EulerSampler::new(4, 5.0).sigmas();
+/// assert_eq!((s.len(), s[0], s[4]), (5, 1.0, 0.0));
+/// assert!((s[2] - 2.5 / 3.0).abs() < 1e-12); // the shift 5 of 0.5
+///
+/// // The true velocity ε − x0 of the straight path makes Euler exact: it lands on x0,
+/// // one velocity call per step, the first at t = 1000.
+/// let dev = Default::default();
+/// let x0 = Tensor::<NdArray, 1>::from_floats([0.5, -1.0, 2.0], &dev);
+/// let eps = Tensor::<NdArray, 1>::from_floats([1.0, 0.25, -0.5], &dev);
+/// let mut calls = Vec::new();
+/// let out = EulerSampler::new(7, 3.0)
+///     .sample(eps.clone(), |_, t| {
+///         calls.push(t);
+///         Ok::<_, ()>(eps.clone() - x0.clone())
+///     })
+///     .unwrap();
+/// assert!((out - x0).abs().max().into_scalar() < 1e-5);
+/// assert_eq!((calls.len(), calls[0]), (7, 1000.0));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EulerSampler {
+    /// Euler steps N (velocity calls).
     pub steps: usize,
+    /// The flow-matching schedule whose shift warps the grid.
     pub flow: FlowMatch,
 }
 
 impl EulerSampler {
+    /// `steps` steps on the grid shifted by `shift`.
     pub fn new(steps: usize, shift: f64) -> Self {
         Self { steps, flow: FlowMatch::new(shift) }
     }

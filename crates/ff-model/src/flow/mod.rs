@@ -14,11 +14,47 @@ use burn::tensor::{Tensor, backend::Backend};
 /// Classifier-free guidance: `v = v_u + g·(v_c − v_u)` from the unconditional (empty-prompt)
 /// prediction `v_u` and the conditional one `v_c`. `g = 1` is `v_c`, `g = 0` is `v_u`; the
 /// teacher samples at `g = 3`, as Phase 2's real score does.
+///
+/// ```
+/// use burn::backend::NdArray;
+/// use burn::tensor::Tensor;
+/// use ff_model::flow::cfg;
+///
+/// let dev = Default::default();
+/// let u = Tensor::<NdArray, 1>::from_floats([0.5, -1.0, 2.0], &dev);
+/// let c = Tensor::<NdArray, 1>::from_floats([1.5, 0.25, -2.0], &dev);
+/// // g = 3 extrapolates past the conditional prediction: u + 3(c − u).
+/// let want = Tensor::<NdArray, 1>::from_floats([3.5, 2.75, -10.0], &dev);
+/// assert!((cfg(u, c, 3.0) - want).abs().max().into_scalar() < 1e-6);
+/// ```
 pub fn cfg<B: Backend, const D: usize>(unconditional: Tensor<B, D>, conditional: Tensor<B, D>, guidance: f64) -> Tensor<B, D> {
     unconditional.clone() + (conditional - unconditional) * guidance
 }
 
 /// The shifted flow-matching noise schedule.
+///
+/// ```
+/// use burn::backend::NdArray;
+/// use burn::tensor::Tensor;
+/// use ff_model::FlowMatch;
+///
+/// let fm = FlowMatch::new(5.0);
+/// // The 4-step student's timesteps: 1000, 750, 500, 250 warped by shift 5, then indexed.
+/// assert!((fm.warp(750.0) - 937.5).abs() < 1e-9);
+/// assert_eq!(fm.student_timesteps(&[1000.0, 750.0, 500.0, 250.0]), vec![999, 937, 833, 624]);
+/// assert_eq!((fm.sigma(624.0), fm.timestep(0.937)), (0.624, 937.0));
+/// let table = fm.sigmas();
+/// assert_eq!((table.len(), table[0]), (1000, 1.0));
+/// assert!((table[250] - 0.9375).abs() < 1e-12); // the shift of 0.75: 3.75 / 4
+///
+/// // x0 = x_σ − σ·v undoes the noising x_σ = (1 − σ)·x0 + σ·ε with v = ε − x0.
+/// let dev = Default::default();
+/// let x0 = Tensor::<NdArray, 1>::from_floats([0.5, -1.0, 2.0], &dev);
+/// let eps = Tensor::<NdArray, 1>::from_floats([1.0, 0.25, -0.5], &dev);
+/// let xs = FlowMatch::noise(x0.clone(), eps.clone(), 0.8125);
+/// let back = FlowMatch::x0_from_v(xs, FlowMatch::velocity(x0.clone(), eps), 0.8125);
+/// assert!((back - x0).abs().max().into_scalar() < 1e-6);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FlowMatch {
     /// Timestep shift (5.0 for Wan2.1 T2V few-step students).
@@ -34,6 +70,7 @@ impl Default for FlowMatch {
 }
 
 impl FlowMatch {
+    /// The 1000-step table at `shift`.
     pub fn new(shift: f64) -> Self {
         Self { shift, ..Self::default() }
     }

@@ -10,11 +10,20 @@ use std::path::{Component, Path, PathBuf};
 /// One file of a checkpoint.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CheckpointFile {
+    /// A safetensors file (one shard, or the whole checkpoint).
     Safetensors(PathBuf),
-    Torch { path: PathBuf, top_level_key: Option<String> },
+    /// A PyTorch pickle (`.pt`, `.pth`, `.bin`, `.ckpt`).
+    Torch {
+        /// The file.
+        path: PathBuf,
+        /// The top-level key holding the state dict (`generator_ema`, `generator`,
+        /// `state_dict`), or `None` when the top level is the state dict.
+        top_level_key: Option<String>,
+    },
 }
 
 impl CheckpointFile {
+    /// The file's path.
     pub fn path(&self) -> &Path {
         match self {
             Self::Safetensors(p) | Self::Torch { path: p, .. } => p,
@@ -25,7 +34,9 @@ impl CheckpointFile {
 /// The files of one checkpoint, and the path the user named (for error messages).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckpointFiles {
+    /// The path the user named (a file, an index or a folder).
     pub origin: PathBuf,
+    /// The files to read, shards in name order.
     pub files: Vec<CheckpointFile>,
 }
 

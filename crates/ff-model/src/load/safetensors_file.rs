@@ -18,6 +18,7 @@ pub struct TensorInfo {
 /// The validated header of a safetensors file.
 #[derive(Debug, Clone)]
 pub struct SafetensorsHeader {
+    /// Each tensor's dtype and shape by key.
     pub tensors: BTreeMap<String, TensorInfo>,
 }
 

@@ -18,7 +18,9 @@ use burn::tensor::{Distribution, Tensor, TensorData, backend::Backend};
 pub enum Role {
     /// The plain backbone: no role vector, no adapter.
     Base,
+    /// Generates the sparse clean anchor latents (role row 0, adapter 0).
     Planner,
+    /// Renders every latent position in chunks (role row 1, adapter 1).
     Renderer,
 }
 
@@ -31,12 +33,14 @@ impl Role {
             Role::Renderer => Some(1),
         }
     }
+    /// The roles with a role vector and an adapter, in index order.
     pub const ADAPTED: [Role; 2] = [Role::Planner, Role::Renderer];
 }
 
 /// Adapter hyper-parameters (paper: rank 256 on the 1.3B model).
 #[derive(Config, Debug)]
 pub struct LoraConfig {
+    /// Rank r of `A: [in, r]` and `B: [r, out]`.
     pub rank: usize,
     /// The adapter output is scaled by `alpha / rank`.
     #[config(default = 1.0)]
@@ -49,12 +53,17 @@ pub struct LoraConfig {
 /// One low-rank adapter `x ↦ (x·A)·B · alpha/rank`; `B` starts at zero.
 #[derive(Module, Debug)]
 pub struct LoraAdapter<B: Backend> {
+    /// `A: [in, rank]`, initialised from N(0, 1/rank).
     pub a: Param<Tensor<B, 2>>,
+    /// `B: [rank, out]`, initialised to zero.
     pub b: Param<Tensor<B, 2>>,
+    /// `alpha / rank`.
     pub scale: f64,
 }
 
 impl LoraConfig {
+    /// A fresh adapter for a `d_in → d_out` projection: `A` from N(0, 1/rank), `B` zero, so it
+    /// adds nothing until trained.
     pub fn init<B: Backend>(&self, d_in: usize, d_out: usize, device: &B::Device) -> LoraAdapter<B> {
         let std = 1.0 / (self.rank as f64).sqrt();
         LoraAdapter {
@@ -98,11 +107,14 @@ impl<B: Backend> RoleSelect<B> {
 /// roles share (a single adapter).
 #[derive(Module, Debug)]
 pub struct LoraLinear<B: Backend> {
+    /// The plain projection.
     pub base: Linear<B>,
+    /// No adapter, one per adapted role, or one shared.
     pub adapters: Vec<LoraAdapter<B>>,
 }
 
 impl<B: Backend> LoraLinear<B> {
+    /// `base` without adapters.
     pub fn new(base: Linear<B>) -> Self {
         Self { base, adapters: Vec::new() }
     }
@@ -126,6 +138,8 @@ impl<B: Backend> LoraLinear<B> {
         Some(x.matmul(a.a.val().unsqueeze()).matmul(a.b.val().unsqueeze()) * a.scale)
     }
 
+    /// `x: [batch, tokens, in]` → `[batch, tokens, out]`: the base projection plus each token's
+    /// role adapter (none for [`Role::Base`] or without adapters).
     pub fn forward(&self, x: Tensor<B, 3>, roles: &RoleSelect<B>) -> Tensor<B, 3> {
         let y = self.base.forward(x.clone());
         match roles {

@@ -13,12 +13,16 @@ use burn::tensor::{DType, Tensor, backend::Backend};
 /// Configuration of [`Umt5Attention`].
 #[derive(Config, Debug)]
 pub struct Umt5AttentionConfig {
+    /// Model width.
     pub d_model: usize,
+    /// Channels per head.
     pub d_kv: usize,
+    /// Attention heads.
     pub num_heads: usize,
 }
 
 impl Umt5AttentionConfig {
+    /// Freshly initialised projections.
     pub fn init<B: Backend>(&self, device: &B::Device) -> Umt5Attention<B> {
         let inner = self.d_kv * self.num_heads;
         let proj = |i, o| LinearConfig::new(i, o).with_bias(false).init(device);
@@ -36,11 +40,17 @@ impl Umt5AttentionConfig {
 /// Multi-head self-attention of one umT5 block.
 #[derive(Module, Debug)]
 pub struct Umt5Attention<B: Backend> {
+    /// Query projection `d_model → heads·d_kv`, no bias.
     pub q: Linear<B>,
+    /// Key projection `d_model → heads·d_kv`, no bias.
     pub k: Linear<B>,
+    /// Value projection `d_model → heads·d_kv`, no bias.
     pub v: Linear<B>,
+    /// Output projection `heads·d_kv → d_model`, no bias.
     pub o: Linear<B>,
+    /// Attention heads.
     pub num_heads: usize,
+    /// Channels per head.
     pub d_kv: usize,
 }
 

@@ -88,6 +88,7 @@ impl PromptCache {
         self.entries.len()
     }
 
+    /// Whether the cache holds no embedding.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -20,10 +20,15 @@ use burn::tensor::{DType, Int, Tensor, backend::Backend};
 /// One encoder block: `x + attn(norm1(x))`, then `x + ffn(norm2(x))`.
 #[derive(Module, Debug)]
 pub struct Umt5Block<B: Backend> {
+    /// Norm before self-attention.
     pub norm1: T5LayerNorm<B>,
+    /// Self-attention.
     pub attn: Umt5Attention<B>,
+    /// The block's own relative position bias.
     pub pos_embedding: RelativePositionBias<B>,
+    /// Norm before the feed-forward.
     pub norm2: T5LayerNorm<B>,
+    /// Gated-GELU feed-forward.
     pub ffn: GatedGeluFfn<B>,
 }
 
@@ -58,6 +63,7 @@ impl<B: Backend> Umt5Block<B> {
 pub struct Umt5Encoder<B: Backend> {
     /// Token embedding `[vocab_size, d_model]`.
     pub token_embedding: Embedding<B>,
+    /// The `num_layers` encoder blocks.
     pub blocks: Vec<Umt5Block<B>>,
     /// Final layer norm.
     pub norm: T5LayerNorm<B>,

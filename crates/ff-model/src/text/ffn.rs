@@ -13,11 +13,14 @@ use burn::tensor::{Tensor, backend::Backend};
 /// Configuration of [`GatedGeluFfn`].
 #[derive(Config, Debug)]
 pub struct GatedGeluFfnConfig {
+    /// Model width.
     pub d_model: usize,
+    /// Hidden width.
     pub d_ff: usize,
 }
 
 impl GatedGeluFfnConfig {
+    /// Freshly initialised projections.
     pub fn init<B: Backend>(&self, device: &B::Device) -> GatedGeluFfn<B> {
         let proj = |i, o| LinearConfig::new(i, o).with_bias(false).init(device);
         GatedGeluFfn { gate: proj(self.d_model, self.d_ff), fc1: proj(self.d_model, self.d_ff), fc2: proj(self.d_ff, self.d_model) }
@@ -27,8 +30,11 @@ impl GatedGeluFfnConfig {
 /// Gated-GELU feed-forward of one umT5 block.
 #[derive(Module, Debug)]
 pub struct GatedGeluFfn<B: Backend> {
+    /// Gate `d_model → d_ff` (transformers `wi_0`).
     pub gate: Linear<B>,
+    /// Up projection `d_model → d_ff` (transformers `wi_1`).
     pub fc1: Linear<B>,
+    /// Down projection `d_ff → d_model` (transformers `wo`).
     pub fc2: Linear<B>,
 }
 

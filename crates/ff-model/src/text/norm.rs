@@ -10,7 +10,9 @@ use burn::tensor::{DType, Tensor, backend::Backend};
 /// Configuration of [`T5LayerNorm`].
 #[derive(Config, Debug)]
 pub struct T5LayerNormConfig {
+    /// Channels normalised (the last dimension).
     pub d_model: usize,
+    /// Added to the mean square before the root.
     #[config(default = 1e-6)]
     pub epsilon: f64,
 }
@@ -27,6 +29,7 @@ impl T5LayerNormConfig {
 pub struct T5LayerNorm<B: Backend> {
     /// Per-channel scale `[d_model]`.
     pub weight: Param<Tensor<B, 1>>,
+    /// Added to the mean square before the root.
     pub epsilon: f64,
 }
 

@@ -15,12 +15,16 @@ use burn::tensor::{DType, Int, Tensor, TensorData, backend::Backend};
 /// Configuration of [`RelativePositionBias`].
 #[derive(Config, Debug)]
 pub struct RelativePositionBiasConfig {
+    /// Buckets, both directions together.
     pub num_buckets: usize,
+    /// Attention heads (one bias per head).
     pub num_heads: usize,
+    /// Offset from which every larger offset shares the last bucket of its direction.
     pub max_distance: usize,
 }
 
 impl RelativePositionBiasConfig {
+    /// A freshly initialised bias table.
     pub fn init<B: Backend>(&self, device: &B::Device) -> RelativePositionBias<B> {
         RelativePositionBias {
             embedding: EmbeddingConfig::new(self.num_buckets, self.num_heads).init(device),
@@ -33,8 +37,11 @@ impl RelativePositionBiasConfig {
 /// Per-block relative position bias (checkpoint key `*.embedding.weight`, `[buckets, heads]`).
 #[derive(Module, Debug)]
 pub struct RelativePositionBias<B: Backend> {
+    /// The bias table `[num_buckets, num_heads]`.
     pub embedding: Embedding<B>,
+    /// Buckets, both directions together.
     pub num_buckets: usize,
+    /// Offset from which every larger offset shares the last bucket of its direction.
     pub max_distance: usize,
 }
 

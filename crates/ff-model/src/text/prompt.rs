@@ -51,6 +51,7 @@ pub struct PromptEncoder<B: Backend> {
 }
 
 impl<B: Backend> PromptEncoder<B> {
+    /// `tokenizer` and `encoder` (on `device`) under the cache identifier `id`.
     pub fn new(tokenizer: PromptTokenizer, encoder: Umt5Encoder<B>, id: impl Into<String>, device: B::Device) -> Self {
         Self { tokenizer, encoder, id: id.into(), device }
     }
@@ -96,6 +97,7 @@ pub struct PromptEncoderFiles {
     pub tokenizer: PathBuf,
     /// Encoder weights, transformers or Wan layout.
     pub weights: PathBuf,
+    /// The encoder's hyper-parameters.
     pub config: Umt5Config,
     /// Token length prompts are padded/truncated to (Wan: 512).
     pub max_len: usize,

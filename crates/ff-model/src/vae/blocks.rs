@@ -16,11 +16,14 @@ use kernels_cubecl::AttentionBackend;
 /// Configuration of a [`ResidualBlock`].
 #[derive(Config, Debug)]
 pub struct ResidualBlockConfig {
+    /// Input channels.
     pub in_dim: usize,
+    /// Output channels.
     pub out_dim: usize,
 }
 
 impl ResidualBlockConfig {
+    /// A freshly initialised block (3×3×3 causal convolutions).
     pub fn init<B: Backend>(&self, device: &B::Device) -> ResidualBlock<B> {
         let conv3 = |cin, cout| CausalConv3dConfig::new([cin, cout], [3, 3, 3]).with_padding([1, 1, 1]).init(device);
         ResidualBlock {
@@ -38,10 +41,15 @@ impl ResidualBlockConfig {
 /// when the channel count changes.
 #[derive(Module, Debug)]
 pub struct ResidualBlock<B: Backend> {
+    /// Norm of the input (`in_dim` channels), followed by SiLU.
     pub norm1: WanRmsNorm<B, 4>,
+    /// 3×3×3 causal convolution `in_dim → out_dim`.
     pub conv1: CausalConv3d<B>,
+    /// Norm of `conv1`'s output (`out_dim` channels), followed by SiLU.
     pub norm2: WanRmsNorm<B, 4>,
+    /// 3×3×3 causal convolution `out_dim → out_dim`.
     pub conv2: CausalConv3d<B>,
+    /// 1×1×1 convolution `in_dim → out_dim` on the shortcut, when the two differ.
     pub conv_shortcut: Option<CausalConv3d<B>>,
 }
 
@@ -65,10 +73,12 @@ impl<B: AttentionBackend> ResidualBlock<B> {
 /// Configuration of an [`AttentionBlock`].
 #[derive(Config, Debug)]
 pub struct AttentionBlockConfig {
+    /// Channels.
     pub dim: usize,
 }
 
 impl AttentionBlockConfig {
+    /// A freshly initialised block.
     pub fn init<B: Backend>(&self, device: &B::Device) -> AttentionBlock<B> {
         AttentionBlock {
             norm: WanRmsNormConfig::new(self.dim).init(device),
@@ -81,12 +91,16 @@ impl AttentionBlockConfig {
 /// Single-head self-attention over the `H·W` pixels of each frame on its own, plus the input.
 #[derive(Module, Debug)]
 pub struct AttentionBlock<B: Backend> {
+    /// Norm of each frame `[B·T, C, H, W]`.
     pub norm: WanRmsNorm<B, 3>,
+    /// 1×1 convolution `C → 3C`: queries, keys and values.
     pub to_qkv: Conv2d<B>,
+    /// 1×1 output projection `C → C`.
     pub proj: Conv2d<B>,
 }
 
 impl<B: AttentionBackend> AttentionBlock<B> {
+    /// `x: [B, C, T, H, W]` → the same shape.
     pub fn forward(&self, x: Tensor<B, 5>) -> Tensor<B, 5> {
         let [b, c, t, h, w] = x.dims();
         let (n, hw) = (b * t, h * w);
@@ -105,10 +119,12 @@ impl<B: AttentionBackend> AttentionBlock<B> {
 /// Configuration of a [`MidBlock`].
 #[derive(Config, Debug)]
 pub struct MidBlockConfig {
+    /// Channels.
     pub dim: usize,
 }
 
 impl MidBlockConfig {
+    /// A freshly initialised block.
     pub fn init<B: Backend>(&self, device: &B::Device) -> MidBlock<B> {
         let res = || ResidualBlockConfig::new(self.dim, self.dim).init(device);
         MidBlock { resnets: vec![res(), res()], attentions: vec![AttentionBlockConfig::new(self.dim).init(device)] }
@@ -118,7 +134,9 @@ impl MidBlockConfig {
 /// Residual block, attention block, residual block (diffusers `WanMidBlock` with one layer).
 #[derive(Module, Debug)]
 pub struct MidBlock<B: Backend> {
+    /// The two residual blocks, before and after the attention.
     pub resnets: Vec<ResidualBlock<B>>,
+    /// The one attention block.
     pub attentions: Vec<AttentionBlock<B>>,
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Height and width are zero-padded on both sides; time is padded only on the past side
 //! (`2·padding_t` frames), so output frame `t` sees input frames `≤ t`. Run chunk by chunk through
-//! [`CausalConv3d::forward_cached`], the zero padding is replaced by the last input frames of the
+//! `CausalConv3d::forward_cached`, the zero padding is replaced by the last input frames of the
 //! previous chunk, which gives exactly the output of one run over the whole sequence.
 //!
 //! Unit-stride convolutions on the CPU backends' f32 tensors without autodiff (inference) run the
@@ -41,6 +41,7 @@ pub struct CausalConv3dConfig {
 }
 
 impl CausalConv3dConfig {
+    /// A freshly initialised convolution with bias.
     pub fn init<B: Backend>(&self, device: &B::Device) -> CausalConv3d<B> {
         let conv = Conv3dConfig::new(self.channels, self.kernel_size).init::<B>(device);
         CausalConv3d {

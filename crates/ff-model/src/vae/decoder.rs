@@ -21,7 +21,9 @@ pub(crate) const PASS_LATENT_PIXELS: usize = 1024;
 /// stage (diffusers `WanUpBlock`).
 #[derive(Module, Debug)]
 pub struct UpBlock<B: Backend> {
+    /// The stage's residual blocks.
     pub resnets: Vec<ResidualBlock<B>>,
+    /// Its upsampler (none in the last stage).
     pub upsampler: Option<Resample<B>>,
 }
 
@@ -40,10 +42,15 @@ impl<B: AttentionBackend> UpBlock<B> {
 /// The decoder; built by [`WanVaeConfig::init`].
 #[derive(Module, Debug)]
 pub struct WanDecoder<B: Backend> {
+    /// 3×3×3 causal convolution `z_dim →` the first stage's width.
     pub conv_in: CausalConv3d<B>,
+    /// The middle block.
     pub mid_block: MidBlock<B>,
+    /// The decoder stages, coarsest first.
     pub up_blocks: Vec<UpBlock<B>>,
+    /// Norm of the last stage's output, followed by SiLU.
     pub norm_out: WanRmsNorm<B, 4>,
+    /// 3×3×3 causal convolution to the 3 RGB channels.
     pub conv_out: CausalConv3d<B>,
 }
 

@@ -17,18 +17,26 @@ use kernels_cubecl::AttentionBackend;
 #[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
 pub enum EncoderLayer<B: Backend> {
+    /// A residual block.
     Residual(ResidualBlock<B>),
+    /// A per-frame attention block (at the config's `attn_scales`).
     Attention(AttentionBlock<B>),
+    /// A downsampler between stages.
     Resample(Resample<B>),
 }
 
 /// The encoder; built by [`WanVaeConfig::init`].
 #[derive(Module, Debug)]
 pub struct WanEncoder<B: Backend> {
+    /// 3×3×3 causal convolution from the 3 RGB channels to the first stage's width.
     pub conv_in: CausalConv3d<B>,
+    /// The stages' layers in order.
     pub down_blocks: Vec<EncoderLayer<B>>,
+    /// The middle block.
     pub mid_block: MidBlock<B>,
+    /// Norm of the middle block's output, followed by SiLU.
     pub norm_out: WanRmsNorm<B, 4>,
+    /// 3×3×3 causal convolution to `2·z_dim` channels (mean and log-variance).
     pub conv_out: CausalConv3d<B>,
 }
 

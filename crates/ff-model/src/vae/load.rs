@@ -96,7 +96,7 @@ impl VaeLayout {
     }
 }
 
-/// Burn module path -> diffusers key: the inverse of [`DIFFUSERS_RULES`].
+/// Burn module path -> diffusers key: the inverse of `DIFFUSERS_RULES`.
 pub fn diffusers_key(path: &str) -> String {
     let key = path.replace(".Residual.", ".").replace(".Attention.", ".").replace(".Resample.", ".");
     let key = key.replace(".upsampler.", ".upsamplers.0.");

@@ -28,9 +28,13 @@ const LOGVAR_RANGE: (f64, f64) = (-30.0, 20.0);
 /// The Wan VAE; build with [`WanVaeConfig::init`] or [`WanVae::load`].
 #[derive(Module, Debug)]
 pub struct WanVae<B: Backend> {
+    /// Video to `2·z_dim` moment channels.
     pub encoder: WanEncoder<B>,
+    /// 1×1×1 convolution `2·z_dim → 2·z_dim` after the encoder.
     pub quant_conv: CausalConv3d<B>,
+    /// 1×1×1 convolution `z_dim → z_dim` before the decoder.
     pub post_quant_conv: CausalConv3d<B>,
+    /// Latents to video.
     pub decoder: WanDecoder<B>,
     config: WanVaeConfig,
 }
@@ -50,6 +54,7 @@ impl WanVaeConfig {
 }
 
 impl<B: Backend> WanVae<B> {
+    /// The hyper-parameters.
     pub fn config(&self) -> &WanVaeConfig {
         &self.config
     }

@@ -23,6 +23,7 @@ pub struct WanRmsNormConfig {
 }
 
 impl WanRmsNormConfig {
+    /// A norm with `γ = 1`.
     pub fn init<B: Backend, const G: usize>(&self, device: &B::Device) -> WanRmsNorm<B, G> {
         let mut shape = [1; G];
         shape[0] = self.dim;

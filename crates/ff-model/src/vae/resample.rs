@@ -24,20 +24,27 @@ use serde::{Deserialize, Serialize};
 /// The kind of a [`Resample`] layer (diffusers' `mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ResampleMode {
+    /// 2× in space, channels halved.
     Upsample2d,
+    /// 2× in time (but on a stream's first chunk), then as `Upsample2d`.
     Upsample3d,
+    /// ½× in space.
     Downsample2d,
+    /// ½× in space, then ½× in time (but on a stream's first chunk).
     Downsample3d,
 }
 
 /// Configuration of a [`Resample`] layer on `dim` channels.
 #[derive(Config, Debug)]
 pub struct ResampleConfig {
+    /// Input channels.
     pub dim: usize,
+    /// What the layer does.
     pub mode: ResampleMode,
 }
 
 impl ResampleConfig {
+    /// A freshly initialised layer.
     pub fn init<B: Backend>(&self, device: &B::Device) -> Resample<B> {
         let dim = self.dim;
         let (resample, time_conv) = match self.mode {
