@@ -8,7 +8,8 @@
 # Environment (all optional):
 #   SELF_FORCING  a checkout or bare git dir of guandeh17/Self-Forcing (default: cloned with git into
 #                 target/self-forcing at the commit of the causal fixtures' meta.json)
-#   FF_FIXTURES   the fixtures folder (default: ../shared/fixtures next to the repository)
+#   FF_FIXTURES   the fixtures folder, read for the causal fixtures' Self-Forcing commit (default: the
+#                 repository's tests/fixtures); the Python scripts are the repository's scripts/fixtures
 #   BENCH_VENV    the Python virtualenv, made with pip from PyPI when absent (default: target/bench-venv)
 #   FLASHFORWARD  the binary (default: target/release/flashforward, built when absent)
 #   DIT_PRESETS   bench-dit presets (default: tiny,small)    THREADS  thread counts (default: "1 2")
@@ -19,7 +20,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-FIXTURES=${FF_FIXTURES:-$ROOT/../shared/fixtures}
+FIXTURES=${FF_FIXTURES:-$ROOT/tests/fixtures}
+FIXTURE_SCRIPTS=$ROOT/scripts/fixtures
 VENV=${BENCH_VENV:-$ROOT/target/bench-venv}
 BIN=${FLASHFORWARD:-$ROOT/target/release/flashforward}
 DIT_PRESETS=${DIT_PRESETS-tiny,small}
@@ -54,7 +56,7 @@ PY=$VENV/bin/python
 # Self-Forcing's model modules, extracted and patched for CPU SDPA by the fixtures' own script.
 SFCODE=$ROOT/target/bench-sfcode
 "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import make_causal_fixtures as m; m.prepare_sf(sys.argv[2], sys.argv[3])' \
-    "$FIXTURES" "$SF" "$SFCODE"
+    "$FIXTURE_SCRIPTS" "$SF" "$SFCODE"
 
 [ -x "$BIN" ] || cargo build --release -p ff-cli --manifest-path "$ROOT/Cargo.toml"
 
@@ -76,7 +78,7 @@ echo "| preset | threads | Rust segments s | Rust window s | PyTorch plain s | R
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"
 for preset in ${DIT_PRESETS//,/ }; do
     for t in $THREADS; do
-        torch=$("$PY" "$FIXTURES/bench_dit_torch.py" --sfcode "$SFCODE" --preset "$preset" --threads "$t" \
+        torch=$("$PY" "$FIXTURE_SCRIPTS/bench_dit_torch.py" --sfcode "$SFCODE" --preset "$preset" --threads "$t" \
             --impl plain --iters "$ITERS" | json plain_seconds)
         table=$(RAYON_NUM_THREADS=$t "$BIN" bench-dit --configs "$preset" --iters "$ITERS")
         seg=$(dit_seconds segments <<<"$table")

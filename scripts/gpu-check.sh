@@ -3,13 +3,14 @@
 # prepared run on one CUDA GPU.
 #
 # Here (build machine):  cargo build --release -p ff-cli --features cuda
-#                        mkdir -p .gpu && cp -r ../shared/fixtures .gpu/ && cp target/release/flashforward .gpu/
+#                        mkdir -p .gpu && cp target/release/flashforward .gpu/
+#                        (the fixtures are the repository's tests/fixtures, which travel with the tree)
 #                        (add `/.gpu/` to .git/info/exclude)
 # There (device tool):   run with carry [".gpu"] and command `bash scripts/gpu-check.sh`
 # Everything it prints also lands in $OUT (or /tmp/gpu-check) for docs/BENCHMARKS.md.
 set -uo pipefail
 BIN=${BIN:-.gpu/flashforward}
-FIX=${FF_FIXTURES:-.gpu/fixtures}
+FIX=${FF_FIXTURES:-tests/fixtures}
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/card.txt"

@@ -1,5 +1,5 @@
 """Per-op profile of the PyTorch side of `bench-dit` (issue 13): runs
-`../shared/fixtures/bench_dit_torch.py` with its timing loop replaced by `torch.profiler`, and
+`scripts/fixtures/bench_dit_torch.py` with its timing loop replaced by `torch.profiler`, and
 prints self CPU time per aten op, summed over the timed forwards (the warm-up forward excluded).
 
     target/bench-venv/bin/python scripts/profile_dit_torch.py --sfcode target/bench-sfcode \
@@ -11,8 +11,8 @@ import sys
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-FIXTURES = os.environ.get("FF_FIXTURES", os.path.join(os.path.dirname(__file__), "../../shared/fixtures"))
-sys.path.insert(0, FIXTURES)
+# bench_dit_torch.py lives with the fixture scripts, beside this file in scripts/fixtures.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import bench_dit_torch as bench  # noqa: E402
 
 

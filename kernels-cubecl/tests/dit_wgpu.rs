@@ -1,6 +1,7 @@
 //! The whole tiny DiT's packed forward and its gradients on wgpu (the fused kernel under
 //! `Autodiff<Wgpu>`) equal NdArray's (the blockwise path under `Autodiff<NdArray>`), on the
-//! fixture model `wan_dit_tiny` (`$FF_FIXTURES`, default `../shared/fixtures`).
+//! fixture model `wan_dit_tiny` (`ff_model::fixture::dir`: `$FF_FIXTURES`, default the
+//! repository's `tests/fixtures`).
 //! Run: `cargo test -p kernels-cubecl --features wgpu --test dit_wgpu`.
 
 #![cfg(feature = "wgpu")]
@@ -17,10 +18,7 @@ use ff_model::{AttentionBackend, Role};
 use std::path::PathBuf;
 
 fn fixture() -> PathBuf {
-    std::env::var_os("FF_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"))
-        .join("wan_dit_tiny")
+    ff_model::fixture::dir().join("wan_dit_tiny")
 }
 
 /// Output, gradient of the latents and of the first block's self-attention q weight, for the

@@ -4,10 +4,8 @@ pub mod torch;
 
 use std::path::PathBuf;
 
-/// The reference fixtures: `$FF_FIXTURES`, else `../shared/fixtures` beside the repository.
+/// The reference fixtures: [`ff_model::fixture::dir`] (`$FF_FIXTURES`, else the repository's
+/// `tests/fixtures`; panics naming the path when it is missing).
 pub fn fixtures_dir() -> PathBuf {
-    match std::env::var_os("FF_FIXTURES") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-    }
+    ff_model::fixture::dir()
 }

@@ -1,6 +1,6 @@
 //! Helpers shared by the CLI's end-to-end tests: a model directory in the Wan2.1-Diffusers
 //! layout with tiny random-weight models. DiT and VAE weights are the reference fixtures' tiny
-//! random models (`FF_FIXTURES`); the umT5 weights are drawn here (its width must match the
+//! random models (`ff_model::fixture::dir`); the umT5 weights are drawn here (its width must match the
 //! DiT's `text_dim` of 24); the tokenizer is a word-level `tokenizer.json` shaped like umT5's.
 // Each test binary uses its own subset of these helpers.
 #![allow(dead_code)]
@@ -17,10 +17,9 @@ const D_FF: usize = 40;
 const LAYERS: usize = 2;
 const BUCKETS: usize = 32;
 
+/// The reference fixtures: `$FF_FIXTURES`, else the repository's `tests/fixtures`.
 pub fn fixtures() -> PathBuf {
-    std::env::var_os("FF_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"))
+    ff_model::fixture::dir()
 }
 
 /// A fresh directory for one test, removed when dropped.

@@ -265,10 +265,7 @@ fn bf16_forward_on_flex_is_within_2e_2_of_f32() {
     use burn::backend::Flex;
     use burn::module::Module;
     use burn::tensor::DType;
-    let fixtures = std::env::var_os("FF_FIXTURES")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
-    let dir = fixtures.join("wan_dit_tiny");
+    let dir = crate::fixture::dir().join("wan_dit_tiny");
     let config = DitConfig::from_json(dir.join("meta.json")).unwrap();
     let dev = Default::default();
     let f32_model = WanDit::<Flex>::load(&config, dir.join("weights_wan.safetensors"), &dev).unwrap();

@@ -1,7 +1,7 @@
-//! Tests of the encoder against the transformers fixtures (`$FF_FIXTURES/umt5_*`, default
-//! `<workspace>/../shared/fixtures`), the Wan checkpoint layout, and prompt encoding with the cache.
+//! Tests of the encoder against the transformers fixtures (`umt5_*` under
+//! [`crate::fixture::dir`]), the Wan checkpoint layout, and prompt encoding with the cache.
 
-use crate::fixture::{rel_l2, verify_fixture};
+use crate::fixture::{self, rel_l2, verify_fixture};
 
 /// Relative L2 error the encoder must reach against a fixture.
 const PARITY_TOLERANCE: f64 = 1e-4;
@@ -20,14 +20,8 @@ use std::path::{Path, PathBuf};
 
 type B = NdArray;
 
-fn fixtures_dir() -> PathBuf {
-    std::env::var("FF_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"))
-}
-
 fn tiny() -> PathBuf {
-    fixtures_dir().join("umt5_tiny")
+    fixture::dir().join("umt5_tiny")
 }
 
 fn tiny_config() -> Umt5Config {
@@ -103,13 +97,13 @@ fn fixture_weights() -> BTreeMap<String, TensorData> {
 
 #[test]
 fn matches_transformers_on_every_umt5_fixture() {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixture::dir())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("umt5_"))
         .collect();
     dirs.sort();
-    assert!(dirs.contains(&tiny()), "umt5_tiny fixture missing under {}", fixtures_dir().display());
+    assert!(dirs.contains(&tiny()), "umt5_tiny fixture missing under {}", fixture::dir().display());
     for dir in dirs {
         let results = verify_fixture::<B>(&dir, &Default::default()).unwrap();
         assert!(!results.is_empty());

@@ -11,14 +11,8 @@ use std::path::{Path, PathBuf};
 
 type B = NdArray<f32>;
 
-fn fixtures() -> PathBuf {
-    std::env::var_os("FF_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"))
-}
-
 fn tiny_fixture() -> PathBuf {
-    fixtures().join("wan_vae_tiny")
+    crate::fixture::dir().join("wan_vae_tiny")
 }
 
 fn rel_l2(a: Tensor<B, 5>, b: Tensor<B, 5>) -> f64 {

@@ -188,28 +188,25 @@ const SHIPPED_PSNR_FLOOR: f64 = 27.0;
 const SHIPPED_OBJECTS_FLOOR: f64 = 0.5;
 
 /// The codec's training gradients against diffusers' (`crates/ff-train/tests/fixtures/vae_grads.json`,
-/// made by `scripts/fixtures/make_vae_grad_fixture.py` in float64 from the shared `wan_vae_tiny`
-/// fixture): L1 + MSE of the unclamped decode of the posterior mean plus 1e-4·KL, every
+/// made by `scripts/fixtures/make_vae_grad_fixture.py` in float64 from the `wan_vae_tiny`
+/// reference fixture): L1 + MSE of the unclamped decode of the posterior mean plus 1e-4·KL, every
 /// parameter's gradient norm and its dot product with a fixed probe within 1e-3 relative.
 #[test]
 fn training_gradients_match_diffusers() {
     use crate::engine::params::gradients;
     use ff_model::vae::load::diffusers_key;
-    let shared = std::env::var_os("FF_FIXTURES")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"))
-        .join("wan_vae_tiny");
-    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(shared.join("meta.json")).unwrap()).unwrap();
+    let fixture = ff_model::fixture::dir().join("wan_vae_tiny");
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture.join("meta.json")).unwrap()).unwrap();
     let mut config = WanVaeConfig::tiny_world();
     config.base_dim = meta["config"]["base_dim"].as_u64().unwrap() as usize;
     config.z_dim = meta["config"]["z_dim"].as_u64().unwrap() as usize;
     assert_eq!((config.base_dim, config.z_dim), (8, 16), "the fixture is the small world's codec size");
     let device = Default::default();
     let vae = crate::engine::params::set_trainable(
-        WanVae::<B>::load(shared.join("weights_diffusers.safetensors"), &config, &device).unwrap(),
+        WanVae::<B>::load(fixture.join("weights_diffusers.safetensors"), &config, &device).unwrap(),
         |_| true,
     );
-    let video = ff_model::load::read_tensors(&shared.join("inputs.safetensors")).unwrap().remove("video").unwrap();
+    let video = ff_model::load::read_tensors(&fixture.join("inputs.safetensors")).unwrap().remove("video").unwrap();
     let video = Tensor::<B, 5>::from_data(video, &device);
 
     let (mean, logvar) = vae.encode_moments(video.clone()).unwrap();
