@@ -1,12 +1,11 @@
-//! `flashforward train`: the training commands. Each phase is a subcommand over the same engine
-//! (`ff_train::engine`), config file conventions ([`config`]), progress bar, metrics log and
-//! checkpoints ([`run`]).
+//! `flashforward train`: the training commands. Each phase is a subcommand over the same runner
+//! (`ff_train::runner`: config file, loop, checkpoints, resume, metrics, export); this module
+//! adds the flags over the config ([`flags`]), the backend, Ctrl-C and the progress bar ([`run`],
+//! [`progress`]).
 
 mod combine;
-mod config;
 mod dmd;
-mod export;
-mod metrics;
+mod flags;
 mod progress;
 mod run;
 mod sft;
