@@ -14,7 +14,7 @@
 use super::flags::{RunFlags, apply, in_flag_terms};
 use super::run::{finish, prepare, train};
 use crate::backend::{CpuBackend, cpu_device};
-use crate::cmd::world::files::WorldDir;
+use crate::world_dir::WorldDir;
 use anyhow::{Context, Result, bail};
 use ff_model::DitConfig;
 use ff_train::TrainError;
@@ -51,7 +51,7 @@ pub struct Args {
     /// Small-world model directory: its text encoder and tokenizer give the empty prompt.
     #[arg(long)]
     model_dir: Option<PathBuf>,
-    /// Latent-clip dataset written by `world-latents` (or `encode-videos`).
+    /// Latent-clip dataset written by `world latents` (or `encode-videos`).
     #[arg(long)]
     data: Option<PathBuf>,
     /// Exported teacher folder the run starts from (`[teacher] init`).

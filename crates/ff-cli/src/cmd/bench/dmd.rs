@@ -1,4 +1,4 @@
-//! `flashforward bench-dmd`: one Phase 2 generator step and one critic step (`ff_train::dmd`,
+//! `flashforward bench dmd`: one Phase 2 generator step and one critic step (`ff_train::dmd`,
 //! batch 1) of random-weight presets on random prompts: seconds per step and, on the CPU, the
 //! process's peak resident memory during each step (`VmHWM` reset through
 //! `/proc/self/clear_refs`; it includes the weights and optimizer state already held). Steps run
@@ -6,7 +6,7 @@
 //! are the student's preset; the score window defaults to `L` (no image heads: the VAE is not
 //! what is measured). Then the memory plan at the paper's scale by arithmetic (see [`plan`]).
 
-use super::bench_train::{gib, param_counts, proc_status};
+use super::{gib, param_counts, proc_status};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
 use ff_model::vae::WanVaeConfig;
@@ -73,7 +73,7 @@ impl BackendTask for Bench<'_> {
 }
 
 fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyhow::Result<Row> {
-    let c = super::bench::preset(name)?.with_text_len(a.text_tokens);
+    let c = crate::schedule::preset(name)?.with_text_len(a.text_tokens);
     let lora = LoraConfig::new(a.lora_rank).with_alpha(a.lora_rank as f64);
     let student = c.init::<Autodiff<B>>(device).with_roles(&lora);
     let critic = c.init::<Autodiff<B>>(device);
@@ -124,7 +124,7 @@ fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyho
 /// gradient, two AdamW moments and EMA), 1.3B critic (bf16 base, LoRA rank 256 on the two role
 /// slots with f32 gradient, moments, EMA), 14B teacher (bf16, frozen), L = 81 at 480p
 /// (60×104 latents, 1,560 tokens per frame). Activations saved for backward per layer with `N`
-/// tokens: ≈ 33·N·dim + 2·N·ffn in bf16 (as `bench-train`); score forwards keep nothing.
+/// tokens: ≈ 33·N·dim + 2·N·ffn in bf16 (as `bench train`); score forwards keep nothing.
 fn plan() -> Vec<(String, u64)> {
     let (student, teacher) = (DitConfig::wan_t2v_1_3b(), DitConfig::wan_t2v_14b());
     let (backbone, roles) = param_counts(&student, 256);

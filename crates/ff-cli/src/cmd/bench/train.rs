@@ -1,4 +1,4 @@
-//! `flashforward bench-train`: one Phase 1 step (packed forward + backward + Burn AdamW step with
+//! `flashforward bench train`: one Phase 1 step (packed forward + backward + Burn AdamW step with
 //! the paper's values) of random-weight presets on random latents: steps/s and, on the CPU, the
 //! process's peak resident memory during the step (`VmHWM` after resetting it through
 //! `/proc/self/clear_refs`: it includes the weights and optimizer state already held). Then the
@@ -14,6 +14,7 @@
 //! layer is recomputed. Attention: the dense token mask and dense f32 scores a token-level
 //! implementation would build, against the scores of the allowed frame pairs only.
 
+use super::{gib, param_counts, proc_status};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
 use burn::module::Module;
@@ -69,13 +70,6 @@ struct Row {
     rss_peak: Option<u64>,
 }
 
-/// `VmHWM` / `VmRSS` of this process in bytes (Linux).
-pub(crate) fn proc_status(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
-}
-
 /// Freezes the backbone, keeping adapters and role vectors trainable.
 fn lora_only<B: AttentionBackend>(model: WanDit<B>) -> WanDit<B> {
     let mut m = model.no_grad();
@@ -110,7 +104,7 @@ where
     B: burn::tensor::backend::AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
 {
-    let c = super::bench::preset(name)?;
+    let c = crate::schedule::preset(name)?;
     let model: WanDit<B> = c.init::<B>(device).with_roles(&LoraConfig::new(a.lora_rank));
     let mut model = match a.trainable.as_str() {
         "lora" => lora_only(model),
@@ -160,20 +154,6 @@ where
     })
 }
 
-/// Parameters of a preset: (backbone, role LoRA of `rank` on self q,k,v,o and cross q,o of
-/// both roles + the two role vectors).
-pub(crate) fn param_counts(c: &DitConfig, rank: usize) -> (usize, usize) {
-    let (d, f) = (c.dim, c.ffn_dim);
-    let linear = |i: usize, o: usize| i * o + o;
-    let patch = linear(c.in_channels * c.patch_size.iter().product::<usize>(), d);
-    let embeddings = linear(c.text_dim, d) + linear(d, d) + linear(c.freq_dim, d) + linear(d, d) + linear(d, 6 * d);
-    // modulation 6d; self and cross attention 4 linears + 2 RMS norms each; norm3 (affine); FFN.
-    let block = 6 * d + 2 * (4 * linear(d, d) + 2 * d) + 2 * d + linear(d, f) + linear(f, d);
-    let head = 2 * d + linear(d, c.patch_out());
-    let roles = c.num_layers * 6 * 2 * rank * 2 * d + 2 * d;
-    (patch + embeddings + c.num_layers * block + head, roles)
-}
-
 /// What the paper's layout needs on one device at the 1.3B shape; see the module docs.
 struct Plan {
     rows: Vec<(String, u64)>,
@@ -214,10 +194,6 @@ impl Plan {
         );
         Ok((Self { rows }, title))
     }
-}
-
-pub(crate) fn gib(bytes: u64) -> String {
-    format!("{:.3} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
