@@ -4,6 +4,7 @@ mod alloc;
 mod backend;
 mod cmd;
 mod encode;
+mod logging;
 mod progress;
 mod schedule;
 mod world_dir;
@@ -13,6 +14,10 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "flashforward", version, about = "Fast autoregressive video diffusion with FlashForward")]
 struct Cli {
+    /// Show what the libraries do on stderr: -v info (loading, generation, training steps),
+    /// -vv debug (each forward and decoded chunk), -vvv trace. RUST_LOG, when set, wins.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -54,6 +59,7 @@ enum Command {
 fn main() -> std::process::ExitCode {
     alloc::keep_freed_pages();
     let cli = Cli::parse();
+    logging::init(cli.verbose);
     let result = match cli.command {
         Command::Generate(args) => cmd::generate::run(*args),
         Command::EncodeVideos(args) => cmd::encode_videos::run(args),
