@@ -29,6 +29,29 @@ command_group! {
     Dmd => dmd,
 }
 
+/// The shape of the training steps `bench train` and `bench dmd` time.
+#[derive(clap::Args)]
+pub struct StepShape {
+    /// Presets to time: tiny, small, 1.3b, 14b.
+    #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
+    pub configs: Vec<String>,
+    /// Latent frames L of the clip (`train`: the paper's 81 gives 155 packed frames, 21 gives 35)
+    /// or of the rollout (`dmd`).
+    #[arg(long, default_value_t = 21)]
+    pub latents: usize,
+    /// Latent height and width.
+    #[arg(long, default_value_t = 8)]
+    pub height: usize,
+    #[arg(long, default_value_t = 8)]
+    pub width: usize,
+    /// Prompt tokens.
+    #[arg(long, default_value_t = 32)]
+    pub text_tokens: usize,
+    /// LoRA rank of the two roles (paper: 256 at 1.3B), and of the critic in `dmd`.
+    #[arg(long, default_value_t = 16)]
+    pub lora_rank: usize,
+}
+
 /// `VmHWM` / `VmRSS` of this process in bytes (Linux).
 pub fn proc_status(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

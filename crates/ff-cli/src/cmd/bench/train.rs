@@ -14,7 +14,7 @@
 //! layer is recomputed. Attention: the dense token mask and dense f32 scores a token-level
 //! implementation would build, against the scores of the allowed frame pairs only.
 
-use super::{gib, param_counts, proc_status};
+use super::{StepShape, gib, param_counts, proc_status};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
 use burn::module::Module;
@@ -30,23 +30,8 @@ use std::time::Instant;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Presets to time: tiny, small, 1.3b, 14b.
-    #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
-    configs: Vec<String>,
-    /// Latent frames L of the clip (the paper's 81 gives 155 packed frames; 21 gives 35).
-    #[arg(long, default_value_t = 21)]
-    latents: usize,
-    /// Latent height and width.
-    #[arg(long, default_value_t = 8)]
-    height: usize,
-    #[arg(long, default_value_t = 8)]
-    width: usize,
-    /// Prompt tokens.
-    #[arg(long, default_value_t = 32)]
-    text_tokens: usize,
-    /// LoRA rank of the two roles (paper: 256 at 1.3B).
-    #[arg(long, default_value_t = 16)]
-    lora_rank: usize,
+    #[command(flatten)]
+    shape: StepShape,
     /// Trained parameters: `lora` (adapters + role vectors, as the paper) or `all`.
     #[arg(long, default_value = "lora")]
     trainable: String,
@@ -105,19 +90,19 @@ where
     B::InnerBackend: AttentionBackend,
 {
     let c = crate::schedule::preset(name)?;
-    let model: WanDit<B> = c.init::<B>(device).with_roles(&LoraConfig::new(a.lora_rank));
+    let model: WanDit<B> = c.init::<B>(device).with_roles(&LoraConfig::new(a.shape.lora_rank));
     let mut model = match a.trainable.as_str() {
         "lora" => lora_only(model),
         "all" => model,
         other => anyhow::bail!("--trainable: unknown set '{other}' (lora, all)"),
     };
-    let (backbone, roles) = param_counts(&c, a.lora_rank);
+    let (backbone, roles) = param_counts(&c, a.shape.lora_rank);
     let trainable = if a.trainable == "all" { backbone + roles } else { roles };
-    let objective = SftObjective::new(SftConfig::new().with_latents(a.latents))?;
+    let objective = SftObjective::new(SftConfig::new().with_latents(a.shape.latents))?;
     let mut rng = TrainRng::new(0);
     let clip = LatentClip {
-        latents: rng.normal_data(vec![c.in_channels, a.latents, a.height, a.width]),
-        prompt: rng.normal_data(vec![a.text_tokens, c.text_dim]),
+        latents: rng.normal_data(vec![c.in_channels, a.shape.latents, a.shape.height, a.shape.width]),
+        prompt: rng.normal_data(vec![a.shape.text_tokens, c.text_dim]),
         caption: "random".into(),
     };
     let frames = objective.layout(&objective.draw(&clip, &mut rng.clone())?.offsets).len();
@@ -146,7 +131,7 @@ where
     Ok(Row {
         preset: name.to_string(),
         frames,
-        tokens: frames * (a.height / ph) * (a.width / pw),
+        tokens: frames * (a.shape.height / ph) * (a.shape.width / pw),
         trainable,
         seconds,
         rss_before,
@@ -199,12 +184,12 @@ impl Plan {
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
         "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
-        a.devices, a.precision, a.latents, a.height, a.width, a.text_tokens, a.lora_rank, a.trainable
+        a.devices, a.precision, a.shape.latents, a.shape.height, a.shape.width, a.shape.text_tokens, a.shape.lora_rank, a.trainable
     );
     println!("| preset | packed frames | tokens | trainable params | seconds/step | steps/s | RSS before step | peak RSS during step |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let mem = |b: Option<u64>| b.map_or("-".to_string(), gib);
-    for name in &a.configs {
+    for name in &a.shape.configs {
         let r = dispatch(&a.devices, a.precision, Bench { name, args: &a })?;
         println!(
             "| {} | {} | {} | {} | {:.3} | {:.3} | {} | {} |",
