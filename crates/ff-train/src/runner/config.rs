@@ -53,9 +53,13 @@ impl Default for Paths {
 /// A parsed run config with the objective's config type `O` under section `section`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunConfig<O> {
+    /// The top-level keys: paths and devices.
     pub paths: Paths,
+    /// `[train]`: the engine's hyper-parameters.
     pub train: TrainConfig,
+    /// The name of the objective's section (`sft`, `dmd`, ...).
     pub section: &'static str,
+    /// The objective's section.
     pub objective: O,
 }
 

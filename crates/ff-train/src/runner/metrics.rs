@@ -13,7 +13,9 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// The metrics log in the run directory.
 pub const METRICS_FILE: &str = "metrics.jsonl";
+/// The loss curve in the run directory.
 pub const LOSS_CURVE_FILE: &str = "loss.svg";
 
 /// The open metrics log of a run.

@@ -69,27 +69,63 @@ pub struct Plan<'a> {
 /// per step `Step` and, on the checkpoint cadence, `Checkpoint`; last `Stopped` or `Finished`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Progress {
-    /// The state was restored from the checkpoint `dir`, `step` steps done.
-    Resumed { dir: PathBuf, step: usize },
-    /// The loop starts with `done` of `total` steps done.
-    Started { done: usize, total: usize },
-    /// A step finished in `seconds` (its loss, learning rate, gradient norm and loss parts).
-    Step { report: StepReport, total: usize, seconds: f64 },
-    /// A checkpoint of step `step` (loss `loss`) was written to `dir`.
-    Checkpoint { step: usize, loss: f64, dir: PathBuf },
-    /// The stop flag ended the run after step `step` (checkpointed: resume continues it).
-    Stopped { step: usize },
-    /// Every step is done; `checkpoint` is the run's newest.
-    Finished { checkpoint: Option<PathBuf> },
+    /// The state was restored from a checkpoint.
+    Resumed {
+        /// The checkpoint folder.
+        dir: PathBuf,
+        /// Steps done after restoring it.
+        step: usize,
+    },
+    /// The loop starts.
+    Started {
+        /// Steps already done (a resumed run's).
+        done: usize,
+        /// Steps of the whole run.
+        total: usize,
+    },
+    /// A step finished.
+    Step {
+        /// Its loss, learning rate, gradient norm, loss parts and step number.
+        report: StepReport,
+        /// Steps of the whole run.
+        total: usize,
+        /// Wall time of the step.
+        seconds: f64,
+    },
+    /// A checkpoint was written.
+    Checkpoint {
+        /// The step it holds.
+        step: usize,
+        /// That step's loss.
+        loss: f64,
+        /// The checkpoint folder.
+        dir: PathBuf,
+    },
+    /// The stop flag ended the run (after a checkpoint: resuming continues it).
+    Stopped {
+        /// The last step done.
+        step: usize,
+    },
+    /// Every step is done.
+    Finished {
+        /// The run's newest checkpoint.
+        checkpoint: Option<PathBuf>,
+    },
 }
 
 /// How a [`drive`] ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Every step is done; `checkpoint` is the run's newest (what an export reads).
-    Finished { checkpoint: Option<PathBuf> },
-    /// The stop flag ended the run after step `step`, with a checkpoint of it.
-    Stopped { step: usize },
+    /// Every step is done.
+    Finished {
+        /// The run's newest checkpoint (what an export reads).
+        checkpoint: Option<PathBuf>,
+    },
+    /// The stop flag ended the run, with a checkpoint of its last step.
+    Stopped {
+        /// The last step done.
+        step: usize,
+    },
 }
 
 /// The loop: restores `plan.resume` when given, then steps `state` over `data` up to

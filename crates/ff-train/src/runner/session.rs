@@ -26,12 +26,24 @@ use std::sync::atomic::AtomicBool;
 pub enum Start {
     /// Base DiT weights and their config (e.g. a model directory's); the run adds fresh roles and
     /// its checkpoints name the weights instead of storing the frozen backbone.
-    Base { weights: PathBuf, config: DitConfig },
+    Base {
+        /// The weights file (or a checkpoint folder's base, as `checkpoint::load_dit` reads).
+        weights: PathBuf,
+        /// Their config.
+        config: DitConfig,
+    },
     /// Random weights of this config, no roles (every parameter is in the checkpoints).
     Fresh(DitConfig),
     /// The weights `weights` of config `from`, deepened into `config` by
     /// [`grow`](crate::engine::grow) (`from` itself when equal), no roles.
-    Grown { weights: PathBuf, from: DitConfig, config: DitConfig },
+    Grown {
+        /// The weights file.
+        weights: PathBuf,
+        /// Its config.
+        from: DitConfig,
+        /// The config trained: `from` with more layers, or `from` itself.
+        config: DitConfig,
+    },
 }
 
 impl Start {
@@ -63,10 +75,13 @@ impl Start {
 
 /// Everything a training run needs before the backend starts.
 pub struct Session<C> {
+    /// The run's effective config.
     pub config: RunConfig<C>,
     /// The run directory (`config.paths.out`).
     pub run: PathBuf,
+    /// The DiT the run starts from (a resumed run restores its checkpoint over it).
     pub start: Start,
+    /// The dataset (`config.paths.data`).
     pub data: ShardDataset,
     /// The checkpoint to resume from.
     pub resume: Option<PathBuf>,

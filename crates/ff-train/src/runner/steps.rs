@@ -31,8 +31,11 @@ pub trait Steps<D: ?Sized = ShardDataset> {
 
 /// The engine's trainer with one objective; `base`: the base DiT weights its checkpoints name.
 pub struct Engine<'a, B: AttentionBackend, O> {
+    /// The trainer (model, optimizer, EMA, data position).
     pub trainer: Trainer<Autodiff<B>>,
+    /// What each step optimises.
     pub objective: &'a O,
+    /// The base DiT weights the checkpoints name ([`Start::base`](super::Start::base)).
     pub base: Option<&'a Path>,
 }
 
@@ -53,7 +56,9 @@ impl<B: AttentionBackend, O: Objective<Autodiff<B>> + Sync> Steps for Engine<'_,
 
 /// Phase 2's trainer; `critic_base`: the critic's base weights its checkpoints name.
 pub struct DmdSteps<B: AttentionBackend> {
+    /// The generator, critic and frozen scores.
     pub trainer: DmdTrainer<Autodiff<B>>,
+    /// The critic's base weights.
     pub critic_base: PathBuf,
 }
 
@@ -89,8 +94,11 @@ impl<B: AttentionBackend> Steps for DmdSteps<B> {
 /// are checked against on resume).
 #[cfg(feature = "world")]
 pub struct Codec<'a, B: AttentionBackend> {
+    /// The codec's trainer.
     pub trainer: Trainer<Autodiff<B>, ff_model::vae::WanVae<Autodiff<B>>>,
+    /// Reconstruction and KL weights.
     pub objective: &'a crate::vae::VaeObjective,
+    /// The VAE config recorded in the checkpoints.
     pub described: serde_json::Value,
 }
 
@@ -113,8 +121,10 @@ impl<B: AttentionBackend> Steps<crate::vae::WorldClips> for Codec<'_, B> {
 /// An objective on every backend: the engine trains `Autodiff<B>` for the `B` a caller picks
 /// at run time.
 pub trait AnyBackendObjective: Sync {
+    /// [`Objective::loss`] on `Autodiff<B>`.
     fn loss<B: AttentionBackend>(&self, model: &WanDit<Autodiff<B>>, clip: &LatentClip, rng: &mut TrainRng) -> Result<Loss<Autodiff<B>>>;
 
+    /// [`Objective::losses`] on `Autodiff<B>`.
     fn losses<B: AttentionBackend>(
         &self,
         model: &WanDit<Autodiff<B>>,
