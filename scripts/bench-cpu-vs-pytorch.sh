@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side CPU benchmark: `flashforward bench-dit` / `bench-vae` against PyTorch on the same
+# Side-by-side CPU benchmark: `flashforward bench dit` / `bench vae` / `bench train` against PyTorch on the same
 # cores, same shapes, f32, random weights. Prints one markdown table per benchmark (DiT chunk forward,
 # Phase 1 training step, VAE decode) with Rust ÷ PyTorch per preset at each thread count (results: docs/BENCHMARKS.md, "CPU against PyTorch").
 #
@@ -12,9 +12,9 @@
 #                 repository's tests/fixtures); the Python scripts are the repository's scripts/fixtures
 #   BENCH_VENV    the Python virtualenv, made with pip from PyPI when absent (default: target/bench-venv)
 #   FLASHFORWARD  the binary (default: target/release/flashforward, built when absent)
-#   DIT_PRESETS   bench-dit presets (default: tiny,small)    THREADS  thread counts (default: "1 2")
-#   TRAIN_PRESETS bench-train presets: one Phase 1 packed SFT step, L = 21 (default: tiny,small)
-#   VAE_PRESETS   bench-vae presets (default: tiny; wan2.1 is 480p and slow: set VAE_LATENTS too)
+#   DIT_PRESETS   bench dit presets (default: tiny,small)    THREADS  thread counts (default: "1 2")
+#   TRAIN_PRESETS bench train presets: one Phase 1 packed SFT step, L = 21 (default: tiny,small)
+#   VAE_PRESETS   bench vae presets (default: tiny; wan2.1 is 480p and slow: set VAE_LATENTS too)
 #                 An empty DIT_PRESETS, TRAIN_PRESETS or VAE_PRESETS skips that table.
 #   VAE_LATENTS   latent frames per VAE decode (default: 21)  ITERS    timed repetitions (default: 3)
 set -euo pipefail
@@ -62,25 +62,25 @@ SFCODE=$ROOT/target/bench-sfcode
 
 json() { "$PY" -c 'import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])[sys.argv[1]])' "$1"; }
 ratio() { "$PY" -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")' "$1" "$2"; }
-# Seconds column of the bench-dit row of mode $1 (segments: the renderer's published chunks read in
-# place; window: copied into a ring window) / of the bench-vae row.
+# Seconds column of the `bench dit` row of mode $1 (segments: the renderer's published chunks read in
+# place; window: copied into a ring window) / of the `bench vae` row.
 dit_seconds() { awk -F'|' -v mode="$1" '$3 ~ mode { gsub(/ /, "", $6); print $6 }'; }
 vae_seconds() { awk -F'|' 'NR > 3 { gsub(/ /, "", $6); print $6 }'; }
-# Seconds/step column of the bench-train row of preset $1 (the table before the memory plan).
+# Seconds/step column of the `bench train` row of preset $1 (the table before the memory plan).
 train_seconds() { awk -F'|' -v preset="$1" '{ p = $2; gsub(/ /, "", p) } p == preset { gsub(/ /, "", $6); print $6; exit }'; }
 
-echo "Rust: $("$BIN" --version), backend: $("$BIN" bench-dit --configs tiny --iters 1 --height 4 --width 4 --text-tokens 4 | sed -n '1s/.* on \(.*\) (F32).*/\1/p')"
+echo "Rust: $("$BIN" --version), backend: $("$BIN" bench dit --configs tiny --iters 1 --height 4 --width 4 --text-tokens 4 | sed -n '1s/.* on \(.*\) (F32).*/\1/p')"
 echo "PyTorch: $("$PY" -c 'import torch; print(torch.__version__)'), $(nproc) cores"
 if [ -n "$DIT_PRESETS" ]; then
 echo
-echo "bench-dit: one renderer chunk forward (3 latent frames of 30×52 over 6 published chunks, 512 text tokens)"
+echo "bench dit: one renderer chunk forward (3 latent frames of 30×52 over 6 published chunks, 512 text tokens)"
 echo "| preset | threads | Rust segments s | Rust window s | PyTorch plain s | Rust ÷ PyTorch |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"
 for preset in ${DIT_PRESETS//,/ }; do
     for t in $THREADS; do
         torch=$("$PY" "$FIXTURE_SCRIPTS/bench_dit_torch.py" --sfcode "$SFCODE" --preset "$preset" --threads "$t" \
             --impl plain --iters "$ITERS" | json plain_seconds)
-        table=$(RAYON_NUM_THREADS=$t "$BIN" bench-dit --configs "$preset" --iters "$ITERS")
+        table=$(RAYON_NUM_THREADS=$t "$BIN" bench dit --configs "$preset" --iters "$ITERS")
         seg=$(dit_seconds segments <<<"$table")
         win=$(dit_seconds window <<<"$table")
         best=$("$PY" -c 'import sys; print(min(map(float, sys.argv[1:])))' "$seg" "$win")
@@ -90,21 +90,21 @@ done
 fi
 if [ -n "$TRAIN_PRESETS" ]; then
 echo
-echo "bench-train: one Phase 1 packed SFT step (L = 21 → 35 frames of 8×8 latents, 32 text tokens, LoRA rank 16 of both roles + role vectors trained, AdamW)"
+echo "bench train: one Phase 1 packed SFT step (L = 21 → 35 frames of 8×8 latents, 32 text tokens, LoRA rank 16 of both roles + role vectors trained, AdamW)"
 echo "| preset | threads | Rust s/step | PyTorch s/step | Rust ÷ PyTorch |"
 echo "| --- | ---: | ---: | ---: | ---: |"
 for preset in ${TRAIN_PRESETS//,/ }; do
     for t in $THREADS; do
         torch=$("$PY" "$ROOT/scripts/bench_train_torch.py" --sfcode "$SFCODE" --preset "$preset" --threads "$t" \
             --iters "$ITERS" | json seconds)
-        rust=$(RAYON_NUM_THREADS=$t "$BIN" bench-train --configs "$preset" --iters "$ITERS" | train_seconds "$preset")
+        rust=$(RAYON_NUM_THREADS=$t "$BIN" bench train --configs "$preset" --iters "$ITERS" | train_seconds "$preset")
         printf '| %s | %s | %.3f | %.3f | %s |\n' "$preset" "$t" "$rust" "$torch" "$(ratio "$rust" "$torch")"
     done
 done
 fi
 if [ -n "$VAE_PRESETS" ]; then
 echo
-echo "bench-vae: decode of $VAE_LATENTS latent frames (AutoencoderKLWan against WanVae)"
+echo "bench vae: decode of $VAE_LATENTS latent frames (AutoencoderKLWan against WanVae)"
 echo "| preset | threads | Rust s | PyTorch s | Rust ÷ PyTorch |"
 echo "| --- | ---: | ---: | ---: | ---: |"
 vae_iters=$([ "$VAE_PRESETS" = tiny ] && echo "$ITERS" || echo 0)
@@ -112,7 +112,7 @@ for preset in ${VAE_PRESETS//,/ }; do
     for t in $THREADS; do
         torch=$("$PY" "$ROOT/scripts/bench_vae_torch.py" --preset "$preset" --threads "$t" --latents "$VAE_LATENTS" \
             --iters "$vae_iters" | json seconds)
-        rust=$(RAYON_NUM_THREADS=$t "$BIN" bench-vae --configs "$preset" --latents "$VAE_LATENTS" --iters "$vae_iters" | vae_seconds)
+        rust=$(RAYON_NUM_THREADS=$t "$BIN" bench vae --configs "$preset" --latents "$VAE_LATENTS" --iters "$vae_iters" | vae_seconds)
         printf '| %s | %s | %.3f | %.3f | %s |\n' "$preset" "$t" "$rust" "$torch" "$(ratio "$rust" "$torch")"
     done
 done

@@ -1,6 +1,6 @@
-"""PyTorch CPU baseline for `flashforward bench-train`: one Phase 1 packed SFT step, f32, random weights.
+"""PyTorch CPU baseline for `flashforward bench train`: one Phase 1 packed SFT step, f32, random weights.
 
-Same work as crates/ff-cli/src/cmd/bench_train.rs (`ff_train::sft::SftObjective` + Burn AdamW):
+Same work as crates/ff-cli/src/cmd/bench/train.rs (`ff_train::sft::SftObjective` + Burn AdamW):
   * the packed layout of a clip of L latents (default 21) and 4 time-rebased crops of L - 10
     latents, built by the same rules as crates/ff-train/src/sft/layout.rs over the inference contract
     of crates/ff-sched/src/contract (ported below): at L = 21, 3 clean anchor copies + 3 noised planner

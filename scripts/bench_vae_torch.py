@@ -1,5 +1,5 @@
-"""PyTorch CPU baseline for `flashforward bench-vae`: diffusers `AutoencoderKLWan` decode, f32,
-random weights, same presets and shapes as crates/ff-cli/src/cmd/bench_vae.rs:
+"""PyTorch CPU baseline for `flashforward bench vae`: diffusers `AutoencoderKLWan` decode, f32,
+random weights, same presets and shapes as crates/ff-cli/src/cmd/bench/vae.rs:
   tiny   : base_dim 8, one residual block per stage, 64x64 px
   wan2.1 : the released Wan2.1 VAE's width (base_dim 96, two residual blocks), 480x832 px
 Latents [1, 16, L, H/8, W/8] -> video [1, 3, 1 + 4(L-1), H, W]. One warm-up unless --iters 0

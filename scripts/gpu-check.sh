@@ -22,21 +22,21 @@ for f in wan_dit_tiny wan_dit_tiny_per_frame wan_vae_tiny umt5_tiny; do
 done
 
 # The 1.3B chunk forward at 480p: 3 × 1560 query tokens over 21 × 1560 keys, random bf16 weights.
-"$BIN" bench-dit --configs 1.3b --height 60 --width 104 --context 6 --devices cuda:0 --precision bf16 --iters 5 \
+"$BIN" bench dit --configs 1.3b --height 60 --width 104 --context 6 --devices cuda:0 --precision bf16 --iters 5 \
     | tee "$OUT/bench-dit-1.3b.txt"
 
 # Schedules on one GPU at L = 81 (serial and batched executors), traces for the per-forward cost.
-"$BIN" bench --config 1.3b --random-weights --latents 81 --height 60 --width 104 --text-tokens 512 \
+"$BIN" bench schedules --config 1.3b --random-weights --latents 81 --height 60 --width 104 --text-tokens 512 \
     --devices cuda:0 --precision bf16 --schedules flashforward,self-forcing,hiar --executors serial,batched \
     --trace "$OUT/traces" | tee "$OUT/bench-1.3b.txt"
 
 # Block-sparse attention (issue 7). Device memory: nvidia-smi sampled every 100 ms during each run
-# (bench-attention's own peak_bytes counts host memory only).
+# (`bench attention`'s own peak_bytes counts host memory only).
 attn() {
     local name=$1; shift
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$OUT/attn-$name-mem.txt" &
     local smi=$!
-    "$BIN" bench-attention --devices cuda:0 --json "$@" | tee "$OUT/attn-$name.json"
+    "$BIN" bench attention --devices cuda:0 --json "$@" | tee "$OUT/attn-$name.json"
     kill "$smi"
     echo "attn-$name: peak device memory $(sort -n "$OUT/attn-$name-mem.txt" | tail -1) MiB" | tee -a "$OUT/attn-memory.txt"
 }

@@ -1,4 +1,4 @@
-"""Per-op profile of the PyTorch side of `bench-dit` (issue 13): runs
+"""Per-op profile of the PyTorch side of `bench dit` (issue 13): runs
 `scripts/fixtures/bench_dit_torch.py` with its timing loop replaced by `torch.profiler`, and
 prints self CPU time per aten op, summed over the timed forwards (the warm-up forward excluded).
 

@@ -52,7 +52,7 @@ train() {
 # 1. 20 s latent shards (L = 81) straight from the generator.
 LATENTS="$RUNS/latents-20s"
 latents() {
-    $NICE "$BIN" world-latents --model-dir "$MODEL" --out "$LATENTS" --clips "$CLIPS" --seconds 20 --seed 2
+    $NICE "$BIN" world latents --model-dir "$MODEL" --out "$LATENTS" --clips "$CLIPS" --seconds 20 --seed 2
     touch "$LATENTS/.complete-$CLIPS"
 }
 stage latents "$LATENTS/.complete-$CLIPS" latents

@@ -3,7 +3,7 @@
 #   codec -> text encoder/tokenizer -> latent shards -> teacher (three runs; MODEL/teacher/) -> eval.
 # The default model's student is trained from the teacher afterwards by scripts/train-default.sh.
 # Resumable: a stage whose final output exists is skipped; a stage that was interrupted resumes
-# from its last checkpoint (train --resume) or last complete shard (world-latents). Each stage
+# from its last checkpoint (train --resume) or last complete shard (world latents). Each stage
 # prints its wall time. The shipped model is MODEL (default models/world); runs, checkpoints and
 # data go to RUNS (default /work/world-runs), outside the repository.
 #
@@ -30,11 +30,11 @@ source scripts/world/stage.sh
 stage codec "$MODEL/vae/diffusion_pytorch_model.safetensors" bash scripts/world/train-vae.sh
 
 # 2. Tokenizer over the domain's vocabulary and the frozen random tiny umT5.
-stage text "$MODEL/text_encoder/model.safetensors" $NICE "$BIN" world-text --out "$MODEL" --seed 0
+stage text "$MODEL/text_encoder/model.safetensors" $NICE "$BIN" world text --out "$MODEL" --seed 0
 
 # 3. Latent shards straight from the generator (scene seeds 0..CLIPS of dataset seed 1).
 latents() {
-    $NICE "$BIN" world-latents --model-dir "$MODEL" --out "$RUNS/latents" --clips "$CLIPS" --seconds 5 --seed 1 --two-objects 0.2
+    $NICE "$BIN" world latents --model-dir "$MODEL" --out "$RUNS/latents" --clips "$CLIPS" --seconds 5 --seed 1 --two-objects 0.2
     touch "$RUNS/latents/.complete-$CLIPS"
 }
 stage latents "$RUNS/latents/.complete-$CLIPS" latents

@@ -53,7 +53,7 @@ student_start "$MODEL" "$RUNS"
 BASE="$RUNS/base"
 
 latents() {
-    $NICE "$BIN" world-latents --model-dir "$MODEL" --out "$LATENTS" --clips "$CLIPS" --seconds 20 --seed 2
+    $NICE "$BIN" world latents --model-dir "$MODEL" --out "$LATENTS" --clips "$CLIPS" --seconds 20 --seed 2
     touch "$LATENTS/.complete-$CLIPS"
 }
 stage latents "$LATENTS/.complete-$CLIPS" latents

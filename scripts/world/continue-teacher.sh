@@ -34,7 +34,7 @@ source scripts/world/stage.sh
 [ -e "$RUNS/start/config.json" ] || { rm -rf "$RUNS/start"; cp -r "$MODEL/teacher" "$RUNS/start"; }
 
 latents() {
-    $NICE "$BIN" world-latents --model-dir "$MODEL" --out "$RUNS/latents" --clips 2048 --seconds 5 --seed 1 --two-objects 0.2
+    $NICE "$BIN" world latents --model-dir "$MODEL" --out "$RUNS/latents" --clips 2048 --seconds 5 --seed 1 --two-objects 0.2
     touch "$RUNS/latents/.complete-2048"
 }
 stage latents "$RUNS/latents/.complete-2048" latents

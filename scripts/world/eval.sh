@@ -12,7 +12,7 @@ NICE=${NICE:-nice -n 5}
 dir=$1 count=$2 seconds=$3
 shift 3
 mkdir -p "$dir"
-"$BIN" world --out "$dir/prompts" --clips "$count" --seconds 1 --seed 7 >/dev/null
+"$BIN" world clips --out "$dir/prompts" --clips "$count" --seconds 1 --seed 7 >/dev/null
 cut -d'"' -f4 "$dir/prompts/captions.jsonl" > "$dir/prompts.txt"
 videos=() i=0
 while IFS= read -r prompt; do

@@ -3,7 +3,7 @@
 //! CPU forwards and training steps allocate and free buffers of tens of MB per layer. glibc's
 //! malloc hands each back to the kernel (mmap/munmap; page faults took half the wall time of a CPU
 //! run); mimalloc keeps them, but by default still purges free pages after a delay, and the
-//! kernel then zeroes every page again on reuse (`clear_page_erms`: 5 % of a `bench-dit` forward,
+//! kernel then zeroes every page again on reuse (`clear_page_erms`: 5 % of a `bench dit` forward,
 //! 8 % of a codec training step under `perf`; 58,560 page faults in a 3-step codec run against
 //! 688 with purging off). [`keep_freed_pages`] turns purging off unless `MIMALLOC_PURGE_DELAY`
 //! is set.

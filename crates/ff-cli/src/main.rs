@@ -3,13 +3,21 @@
 mod alloc;
 mod backend;
 mod cmd;
+mod encode;
+mod logging;
 mod progress;
+mod schedule;
+mod world_dir;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "flashforward", version, about = "Fast autoregressive video diffusion with FlashForward")]
 struct Cli {
+    /// Show what the libraries do on stderr: -v info (loading, generation, training steps),
+    /// -vv debug (each forward and decoded chunk), -vvv trace. RUST_LOG, when set, wins.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -32,35 +40,17 @@ enum Command {
     EncodeVideos(cmd::encode_videos::Args),
     /// Check a reference fixture folder (made by make_fixtures.py) against the Rust model.
     VerifyFixture(cmd::verify_fixture::Args),
-    /// Time the DiT chunk forward (tokens/s, share outside matmul/attention).
-    BenchDit(cmd::bench_dit::Args),
-    /// Time one Phase 1 training step and print the memory plan of the paper's layout.
-    BenchTrain(cmd::bench_train::Args),
-    /// Time one Phase 2 generator step and one critic step and print the Phase 2 memory plan.
-    BenchDmd(cmd::bench_dmd::Args),
-    /// Time the Wan VAE decode of a clip's latents (tiny and Wan2.1 widths, random weights).
-    BenchVae(cmd::bench_vae::Args),
-    /// Time block-sparse attention (dense mask, blockwise, kernel) on a packed or chunk layout.
-    BenchAttention(cmd::bench_attention::Args),
     /// Build a schedule's generation graph and print its forward counts and rounds.
     Plan(cmd::plan::Args),
     /// Replay a schedule's graph on N devices with a fixed per-forward cost.
     Simulate(cmd::simulate::Args),
-    /// Run several schedules and executors on one random-weight model and compare them.
-    #[command(after_help = "Columns: wall s = denoising path after the warm-up runs; TTFF (time to first frames) = \
-                            end of the forward that finishes the first chunk (no VAE); slowest worker busy s = the \
-                            most forward time of one worker; worst worker K/V = the largest peak of live K/V bytes of \
-                            one worker; K/V per device = the sum of the peaks of the workers on each device.")]
+    /// Benchmarks: schedules, the DiT forward, the VAE decode, attention, training steps.
     Bench(cmd::bench::Args),
-    /// Write a dataset of the small world's procedural domain (MP4 clips and captions).
+    /// The small world's data: MP4 clips and captions, the text encoder, latent shards.
     World(cmd::world::Args),
-    /// Write the small world's tokenizer and frozen tiny umT5 text encoder into a model directory.
-    WorldText(cmd::world::text::Args),
-    /// Write latent shards of the small world's domain straight from the generator (no MP4s).
-    WorldLatents(cmd::world::latents::Args),
     /// Measure videos: prompt accuracy, identity persistence, drift and seam statistics.
     Eval(cmd::eval::Args),
-    /// Train the planner and renderer roles (Phase 1: `train sft`).
+    /// Training: Phase 1 (`sft`), Phase 2 (`dmd`), the small world's codec and teacher.
     Train(cmd::train::Args),
     /// The small world's codec after `train vae`: export a run, measure reconstruction PSNR.
     Vae(cmd::vae::Args),
@@ -69,21 +59,15 @@ enum Command {
 fn main() -> std::process::ExitCode {
     alloc::keep_freed_pages();
     let cli = Cli::parse();
+    logging::init(cli.verbose);
     let result = match cli.command {
         Command::Generate(args) => cmd::generate::run(*args),
         Command::EncodeVideos(args) => cmd::encode_videos::run(args),
         Command::VerifyFixture(args) => cmd::verify_fixture::run(args),
-        Command::BenchDit(args) => cmd::bench_dit::run(args),
-        Command::BenchTrain(args) => cmd::bench_train::run(args),
-        Command::BenchDmd(args) => cmd::bench_dmd::run(args),
-        Command::BenchVae(args) => cmd::bench_vae::run(args),
-        Command::BenchAttention(args) => cmd::bench_attention::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::World(args) => cmd::world::run(args),
-        Command::WorldText(args) => cmd::world::text::run(args),
-        Command::WorldLatents(args) => cmd::world::latents::run(args),
         Command::Eval(args) => cmd::eval::run(args),
         Command::Train(args) => cmd::train::run(args),
         Command::Vae(args) => cmd::vae::run(args),

@@ -1,4 +1,4 @@
-//! `flashforward bench` and `simulate --trace` on the command line: sizes in pixels like
+//! `flashforward bench schedules` and `simulate --trace` on the command line: sizes in pixels like
 //! `generate`, no required `--random-weights`, per-row slowest worker and K/V per device, and trace
 //! folders created on demand.
 
@@ -20,7 +20,7 @@ const SMALL: [&str; 10] = ["--config", "tiny", "--latents", "6", "--stages", "2"
 #[test]
 fn bench_takes_pixels_and_reports_slowest_worker_and_memory_per_device() {
     let trace = scratch("trace").join("new/folder");
-    let mut args = vec!["bench"];
+    let mut args = vec!["bench", "schedules"];
     args.extend(SMALL);
     args.extend(["--height", "16", "--width", "32", "--schedules", "flashforward", "--executors", "serial,wavefront", "--json"]);
     args.extend(["--trace", trace.to_str().unwrap()]);
@@ -42,7 +42,7 @@ fn bench_takes_pixels_and_reports_slowest_worker_and_memory_per_device() {
     assert!(svg.contains("on the wavefront executor"));
 
     // pixels, as for generate: 24 px is 3 latents, not a whole number of 2×2 patches
-    let mut bad = vec!["bench"];
+    let mut bad = vec!["bench", "schedules"];
     bad.extend(SMALL);
     bad.extend(["--height", "24"]);
     let out = flashforward(&bad);
@@ -52,7 +52,7 @@ fn bench_takes_pixels_and_reports_slowest_worker_and_memory_per_device() {
 
 #[test]
 fn bench_table_says_what_its_memory_columns_are() {
-    let mut args = vec!["bench"];
+    let mut args = vec!["bench", "schedules"];
     args.extend(SMALL);
     args.extend(["--height", "16", "--width", "16", "--schedules", "flashforward", "--executors", "serial", "--warmup", "0"]);
     let out = flashforward(&args);
@@ -86,7 +86,7 @@ fn simulate_creates_the_trace_folder() {
 
 #[test]
 fn bench_runs_guided_planner_steps() {
-    let mut args = vec!["bench"];
+    let mut args = vec!["bench", "schedules"];
     args.extend(SMALL);
     args.extend(["--planner-steps", "3", "--planner-guidance", "4", "--height", "16", "--width", "16"]);
     args.extend(["--schedules", "flashforward", "--executors", "serial,batched", "--warmup", "0", "--json"]);

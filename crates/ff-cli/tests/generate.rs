@@ -333,7 +333,7 @@ fn generates_with_the_roles_of_a_training_run() {
         let out = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(args).output().unwrap();
         assert!(out.status.success(), "flashforward {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
-    run_ok(&["world", "--out", videos_arg, "--clips", "2", "--seconds", "3", "--width", "16", "--height", "16"]);
+    run_ok(&["world", "clips", "--out", videos_arg, "--clips", "2", "--seconds", "3", "--width", "16", "--height", "16"]);
     let captions = videos.join("captions.jsonl");
     run_ok(&[
         "encode-videos",

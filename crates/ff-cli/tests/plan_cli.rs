@@ -110,7 +110,7 @@ fn plan_counts_guided_planner_steps_twice() {
 
 #[test]
 fn a_graph_file_goes_back_into_plan_and_simulate() {
-    let dir = std::env::temp_dir().join(format!("ff-plan-graph-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("ff-plan-graph-file-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("graph.json");
     let written = json(&["plan", "--schedule", "flashforward", "--latents", "41", "--graph", file.to_str().unwrap(), "--json"]);

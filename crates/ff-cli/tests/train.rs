@@ -1,7 +1,8 @@
 //! `flashforward train sft` end to end on the CPU: a tiny Wan-layout model directory (the
 //! reference fixture DiT), a latent-clip dataset written with `ShardWriter`, a TOML config;
 //! checks the run directory (checkpoints, metrics, loss curve, effective config), that a resumed
-//! run is byte-identical to one that never stopped, and the errors for bad configs and runs.
+//! run is byte-identical to one that never stopped (and logs the runner's events under `-v`), and
+//! the errors for bad configs and runs.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -51,7 +52,7 @@ fn train(root: &Path, out: &str, extra: &[&str]) -> Output {
         args.extend(["--config".into(), config.to_str().unwrap().to_string()]);
     }
     args.extend(extra.iter().map(|s| s.to_string()));
-    let output = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(&args).output().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(&args).env_remove("RUST_LOG").output().unwrap();
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
     output
 }
@@ -77,6 +78,7 @@ fn trains_checkpoints_and_resumes_byte_identically() {
     setup(root);
     let log = ok(train(root, "straight", &["--steps", "4"]));
     assert!(log.contains("effective config:") && log.contains("batch = 2") && log.contains("[sft]"), "{log}");
+    assert!(!log.contains("INFO"), "without -v or RUST_LOG, warnings only: {log}");
     let straight = root.join("straight");
     let records = metrics(&straight);
     assert_eq!(records.iter().map(|r| r["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
@@ -90,10 +92,13 @@ fn trains_checkpoints_and_resumes_byte_identically() {
     };
     assert_eq!(names(&straight), ["config.toml", "loss.svg", "metrics.jsonl", "step-000002", "step-000004"]);
 
-    // 2 steps, stop, resume to 4 (the saved config.toml is the config): the same bytes.
+    // 2 steps, stop, resume to 4 (the saved config.toml is the config): the same bytes. With -v
+    // the runner's events are logged too.
     ok(train(root, "resumed", &["--steps", "2"]));
-    let log = ok(train(root, "resumed", &["--steps", "4", "--resume", "--config", root.join("resumed/config.toml").to_str().unwrap()]));
+    let log =
+        ok(train(root, "resumed", &["--steps", "4", "--resume", "--config", root.join("resumed/config.toml").to_str().unwrap(), "-v"]));
     assert!(log.contains("resumed from") && log.contains("after step 2"), "{log}");
+    assert!(log.contains("ff_train::runner") && log.contains("step=3") && log.contains("checkpoint="), "-v: {log}");
     let resumed = root.join("resumed");
     for file in ["model.safetensors", "ema.safetensors", "optimizer.safetensors"] {
         let (a, b) = (straight.join("step-000004").join(file), resumed.join("step-000004").join(file));

@@ -1,4 +1,4 @@
-//! `flashforward world` and `flashforward eval` end to end: the domain's MP4 clips score perfectly
+//! `flashforward world clips` and `flashforward eval` end to end: the domain's MP4 clips score perfectly
 //! against their own captions after an H.264 round trip, badly against wrong ones, and a video
 //! drawn by another tool (ffmpeg's lavfi `overlay` of a colour source, x264 at 24 FPS) is measured too.
 
@@ -33,7 +33,7 @@ fn eval(videos: &[PathBuf], prompts: &Path) -> serde_json::Value {
 fn world_clips_score_against_their_captions_after_h264() {
     let dir = scratch("clips");
     let d = dir.display().to_string();
-    flashforward(&["world", "--out", &d, "--clips", "6", "--seconds", "5", "--seed", "11"]);
+    flashforward(&["world", "clips", "--out", &d, "--clips", "6", "--seconds", "5", "--seed", "11"]);
     let rows: Vec<serde_json::Value> =
         std::fs::read_to_string(dir.join("captions.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(rows.len(), 6);
@@ -51,12 +51,12 @@ fn world_clips_score_against_their_captions_after_h264() {
     assert!(wrong["prompt_accuracy"].as_f64().unwrap() < 0.7, "{wrong}");
     // A rerun keeps the clips on disk and writes the same captions.
     let before = std::fs::read(dir.join("captions.jsonl")).unwrap();
-    let out = flashforward(&["world", "--out", &d, "--clips", "6", "--seconds", "5", "--seed", "11"]);
+    let out = flashforward(&["world", "clips", "--out", &d, "--clips", "6", "--seconds", "5", "--seed", "11"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 written, 6 kept"));
     assert_eq!(std::fs::read(dir.join("captions.jsonl")).unwrap(), before);
     // Another seed into the same folder would keep clips that match none of its captions: refused.
     let other = Command::new(env!("CARGO_BIN_EXE_flashforward"))
-        .args(["world", "--out", &d, "--clips", "8", "--seconds", "5", "--seed", "12"])
+        .args(["world", "clips", "--out", &d, "--clips", "8", "--seconds", "5", "--seed", "12"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&other.stderr);

@@ -1,5 +1,5 @@
-//! The small world's teacher chain end to end on the CPU, at tiny sizes: `world-text` (tokenizer
-//! and frozen encoder) → `world-latents` (with the reference fixture's random VAE, one-frame clips;
+//! The small world's teacher chain end to end on the CPU, at tiny sizes: `world text` (tokenizer
+//! and frozen encoder) → `world latents` (with the reference fixture's random VAE, one-frame clips;
 //! a rerun adds nothing) → `train teacher` (2 steps, exports `RUN/transformer/`) → `generate
 //! --schedule bidirectional --steps N --guidance g`, whose DiT forwards are 2N with guidance and
 //! N without, over the σ grid of `--sample-shift`; `--steps` with another schedule is refused. A run with `[teacher] init` starts
@@ -33,13 +33,13 @@ fn s(p: &Path) -> &str {
 fn world_text_latents_teacher_and_guided_sampling() {
     let root = Scratch::new("world-teacher");
     let model = root.0.join("model");
-    ok(&["world-text", "--out", s(&model)]);
+    ok(&["world", "text", "--out", s(&model)]);
     fs::create_dir_all(model.join("vae")).unwrap();
     fs::write(model.join("vae/config.json"), fixture_config("wan_vae_tiny").to_string()).unwrap();
     fs::copy(fixtures().join("wan_vae_tiny/weights_diffusers.safetensors"), model.join("vae/diffusion_pytorch_model.safetensors")).unwrap();
 
     let data = root.0.join("data");
-    let latents = ["world-latents", "--model-dir", s(&model), "--out", s(&data), "--clips", "2", "--seconds", "0"];
+    let latents = ["world", "latents", "--model-dir", s(&model), "--out", s(&data), "--clips", "2", "--seconds", "0"];
     let (out, _) = ok(&[&latents[..], &["--clips-per-shard", "1"]].concat());
     assert!(out.contains("2 clips (2 added)"), "{out}");
     let (out, _) = ok(&latents);

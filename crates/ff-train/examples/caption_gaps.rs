@@ -9,7 +9,7 @@
 //! ```
 //!
 //! RUN is a `train teacher` run of the `tiny-world` preset (its checkpoint's EMA is read; the
-//! depth comes from the checkpoint's state); DATA a `world-latents` dataset; CLIPS (default 120)
+//! depth comes from the checkpoint's state); DATA a `world latents` dataset; CLIPS (default 120)
 //! the clips scored (pairs are looked up among the first 600).
 
 use burn::backend::NdArray;

@@ -16,6 +16,35 @@ pub enum TrainError {
     Sched(#[from] ff_sched::SchedError),
     #[error("invalid training configuration: {0}")]
     Config(String),
+    /// A run config file that cannot be read as the run's config (an unknown key, a bad value,
+    /// invalid TOML); the message names the key or section.
+    #[error("{origin}: {message}")]
+    ConfigFile {
+        /// The file (or where the text came from).
+        origin: PathBuf,
+        /// What is wrong, naming the key or section.
+        message: String,
+    },
+    /// A path the run needs that its config does not set (`data`, `out`, ...).
+    #[error("the run config sets no `{key}`")]
+    Unset {
+        /// The key.
+        key: &'static str,
+    },
+    /// A resumed run whose directory holds no checkpoint.
+    #[error("{run}: holds no checkpoint to resume from")]
+    NothingToResume {
+        /// The run directory.
+        run: PathBuf,
+    },
+    /// A new run into a directory that already holds one.
+    #[error("{run} already holds a run (checkpoint {checkpoint}): resume it, or choose another run directory")]
+    RunExists {
+        /// The run directory.
+        run: PathBuf,
+        /// Its newest checkpoint.
+        checkpoint: PathBuf,
+    },
     #[error("{path}: {message}")]
     Checkpoint { path: PathBuf, message: String },
     #[error("data-parallel worker failed: {0}")]

@@ -2,7 +2,7 @@
 //! activation) on host f32 values, forward and backward, one pass each (`cpu::simd`), in
 //! chunks over the current rayon pool. Every element depends on itself only, so results are the
 //! same at any thread count. Burn's `gelu_approximate` is five element-wise passes and a libm
-//! `tanhf`, each single-threaded on the CPU backends (BENCHMARKS, "`bench-dit` small op by op").
+//! `tanhf`, each single-threaded on the CPU backends (BENCHMARKS, "`bench dit` small op by op").
 
 use super::{HostValues, simd, tensor};
 use burn::tensor::{TensorMetadata, ops::FloatTensor};

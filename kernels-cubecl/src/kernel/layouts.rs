@@ -1,5 +1,5 @@
 //! Frame rules of the paper's packed SFT sequence (ARCHITECTURE §10.1, paper Alg. 2), as the kernel tests
-//! and `bench-attention` use them: for each query frame, the sorted key frames it may see.
+//! and `bench attention` use them: for each query frame, the sorted key frames it may see.
 //!
 //! Frame order: clean anchor copies `P⁰`, noised anchors `P^σ`, renderer latents `I^σ`, then the
 //! time-rebased crops (each its noised planner targets followed by its clean copies). Anchors

@@ -4,7 +4,7 @@
 //! or bf16; `lse, delta: [batch, heads, q_tokens]` in f32. A [`BlockTable`](crate::BlockTable) is
 //! flattened on the host into tile lists ([`plan::TilePlan`]); each kernel visits only the allowed
 //! key (or query) ranges, so masked blocks cost nothing and no mask is ever read. Softmax scale
-//! `1/sqrt(dim)`. [`layouts`] holds the frame rules the kernel tests and `bench-attention` use.
+//! `1/sqrt(dim)`. [`layouts`] holds the frame rules the kernel tests and `bench attention` use.
 
 pub mod layouts;
 pub mod plan;

@@ -11,11 +11,10 @@
 //! normalised) and added to the shard. Each shard and the manifest after it are written
 //! atomically, so an interrupted run resumes from its last complete shard.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use burn::tensor::{Tensor, TensorData};
 use ff_model::AttentionBackend;
 use ff_model::text::{PromptCache, PromptEncoderFiles};
 use ff_model::vae::{WanVae, WanVaeConfig};
@@ -23,9 +22,10 @@ use ff_train::data::shards::Encoders;
 use ff_train::data::{CaptionedVideo, LatentClip, ShardWriter, read_captions};
 
 use crate::backend::{BackendTask, CpuBackend, DeviceSpec, Precision, cpu_device, dispatch};
+use crate::encode::{file_id, video_tensor};
 use flashforward::model::files::hub_cache;
 use flashforward::model::{Configs, Fallback, FileOverrides};
-use flashforward::video::{FPS, Frame, FrameCount, Mp4Input};
+use flashforward::video::{FPS, FrameCount, Mp4Input};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -149,12 +149,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kind:file name:size in bytes`: names the model file that made a dataset's tensors.
-pub(crate) fn file_id(kind: &str, path: &Path) -> Result<String> {
-    let size = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
-    Ok(format!("{kind}:{}:{size}", path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()))
-}
-
 /// The encoding on the selected backend; returns the number of clips added.
 struct Encode {
     jobs: Vec<Job>,
@@ -206,19 +200,4 @@ impl BackendTask for Encode {
         self.writer.finish()?;
         Ok(encoded)
     }
-}
-
-/// Frames as a video tensor `[1, 3, T, H, W]` in [-1, 1].
-pub(crate) fn video_tensor<B: AttentionBackend>(frames: &[Frame], device: &B::Device) -> Tensor<B, 5> {
-    let (t, h, w) = (frames.len(), frames[0].height() as usize, frames[0].width() as usize);
-    let plane = h * w;
-    let mut values = vec![0f32; 3 * t * plane];
-    for (f, frame) in frames.iter().enumerate() {
-        for (p, rgb) in frame.as_raw().chunks_exact(3).enumerate() {
-            for (c, v) in rgb.iter().enumerate() {
-                values[(c * t + f) * plane + p] = f32::from(*v) / 127.5 - 1.0;
-            }
-        }
-    }
-    Tensor::from_data(TensorData::new(values, [1, 3, t, h, w]), device)
 }

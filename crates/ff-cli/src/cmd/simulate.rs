@@ -1,6 +1,6 @@
 //! `flashforward simulate`: discrete-event replay of a schedule's graph (see `ff_sched::sim`).
 
-use super::plan::GraphArgs;
+use crate::schedule::{GraphArgs, print_report};
 use ff_sched::sim::{CostModel, simulate};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +49,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "ttff_seconds": round(sim.ttff_seconds),
         "slowest_worker_busy_seconds": round(sim.slowest_worker_busy_seconds),
     });
-    super::plan::print_report(&report, args.json);
+    print_report(&report, args.json);
     Ok(ExitCode::SUCCESS)
 }

@@ -7,6 +7,7 @@
 //! * [`Optimizer`]: Burn's AdamW with β₁, β₂, ε and weight decay set explicitly, state by
 //!   parameter path; [`clip_global_norm`]: clipping by the norm over all gradients.
 //! * [`Ema`]: the moving average used for evaluation and export.
+//! * [`grow`]: a trained DiT deepened to more blocks, computing what it did, to train further.
 //! * Gradient accumulation to the global batch and data parallel over local devices (one worker
 //!   thread per device, gradients reduced over channels in a fixed order: [`parallel`]).
 //!
@@ -15,6 +16,7 @@
 
 mod config;
 mod ema;
+mod grow;
 mod optim;
 pub mod parallel;
 pub mod params;
@@ -24,5 +26,6 @@ mod trainer;
 
 pub use config::{TrainConfig, Trainable};
 pub use ema::Ema;
+pub use grow::grow;
 pub use optim::{Moments, Optimizer, clip_global_norm};
 pub use trainer::{StepReport, Trainer};

@@ -100,8 +100,8 @@ where
     }
 }
 
-mod grow;
-pub use grow::grow;
+/// Kept here too: the teacher is what grows ([`TeacherConfig::init`] with more `layers`).
+pub use crate::engine::grow;
 
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,6 @@
 
 use super::*;
 use crate::engine::tests::B;
-use crate::teacher::grow;
 use burn::tensor::TensorData;
 
 fn model() -> WanDit<B> {
@@ -82,26 +81,4 @@ fn a_micro_batch_gives_each_clip_the_loss_it_has_alone() {
     }
     let distinct = alone.windows(2).filter(|w| w[0] != w[1]).count();
     assert_eq!(distinct, 5, "each clip has its own noise, σ and prompt: {alone:?}");
-}
-
-#[test]
-fn a_grown_dit_computes_what_it_grew_from_and_its_new_blocks_learn() {
-    use burn::tensor::Tensor;
-    let device = Default::default();
-    let small = model();
-    let deep_config = DitConfig { num_layers: 6, ..small.config().clone() };
-    let grown = grow(small.clone(), &deep_config).unwrap();
-    assert_eq!((grown.blocks.len(), grown.config()), (6, &deep_config));
-    let latents = || Tensor::<B, 4>::from_data(TrainRng::new(3).normal_data(vec![16, 2, 4, 4]), &device).unsqueeze::<5>();
-    let prompt = |m: &WanDit<B>| m.text_context(Tensor::<B, 2>::from_data(TrainRng::new(4).normal_data(vec![8, 24]), &device).unsqueeze());
-    let run = |m: &WanDit<B>| m.forward(latents(), &[vec![500.0; 2]], &prompt(m), Role::Base).unwrap();
-    let (before, after) = (run(&small), run(&grown));
-    assert_eq!(before.to_data(), after.clone().to_data(), "the grown DiT computes the same prediction");
-    let grads = after.square().mean().backward();
-    let new_block = &grown.blocks[1];
-    let moved = new_block.self_attn.o.base.weight.grad(&grads).unwrap().abs().max().into_scalar();
-    assert!(moved > 0.0, "the silenced projections get gradients");
-    let err = grow(small.clone(), &DitConfig { num_layers: 5, ..small.config().clone() }).unwrap_err().to_string();
-    assert!(err.contains("multiple of 2"), "{err}");
-    assert!(grow(small.clone(), &DitConfig { num_layers: 4, dim: 64, ..small.config().clone() }).is_err(), "only the depth may change");
 }

@@ -13,13 +13,17 @@
 //! * [`VaeObjective`]: encode → reparameterised sample (→ latent noise) → decode (unclamped) →
 //!   weighted loss.
 //! * [`eval`]: PSNR of the full and the streaming decode of a clip.
+//! * [`section`]: a codec run's `[vae]` config, engine defaults and starting codec.
+//! * [`export`]: a trained codec as a diffusers VAE folder, with measured latent statistics.
 
 pub mod data;
 pub mod eval;
+pub mod export;
 mod init;
 pub mod loss;
 mod noise;
 mod objective;
+pub mod section;
 #[cfg(test)]
 mod tests;
 
@@ -28,3 +32,4 @@ pub use eval::{Reconstruction, psnr, reconstruct};
 pub use init::{inflate_time, interpolate_time, with_initial_logvar};
 pub use noise::perturb_latents;
 pub use objective::{VaeObjective, VaeObjectiveConfig};
+pub use section::{VaeSection, start_codec, starting_codec, train_defaults};

@@ -12,12 +12,13 @@
 //!   docs/RESULTS.md, "More renderer stages for the renderer trained on uniform score
 //!   timesteps"), written last.
 
-use super::export::write_planner;
+use crate::backend::{CpuBackend, cpu_device};
 use anyhow::{Context, Result, bail};
 use ff_model::DitConfig;
 use ff_model::io::write_atomic;
 use ff_sched::student::{MANIFEST_FILE, StudentManifest};
 use ff_sched::student::{ROLE_FOLDERS, ROLE_WEIGHTS};
+use ff_train::runner::export::write_planner;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -65,7 +66,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if manifest_path.is_file() {
         std::fs::remove_file(&manifest_path).with_context(|| format!("cannot remove {}", manifest_path.display()))?;
     }
-    write_planner(&dit, &args.planner, out)?;
+    write_planner::<CpuBackend>(&dit, &args.planner, out, &cpu_device())
+        .with_context(|| format!("cannot write the planner of {}", args.planner.display()))?;
     let copy = |from: PathBuf, to: PathBuf| -> Result<()> {
         std::fs::create_dir_all(to.parent().expect("a file in a folder")).with_context(|| format!("cannot create {}", to.display()))?;
         let mut file = std::fs::File::open(&from).with_context(|| format!("cannot read {}", from.display()))?;

@@ -24,9 +24,8 @@
 //! the CPU) from the model directory. The teacher and VAE live on `devices[teacher_device]`, the
 //! critic on `devices[critic_device]`.
 
-use super::config::{RunConfig, RunFlags};
-use super::export::export_student;
-use super::run::{Session, Steps, drive};
+use super::flags::{RunFlags, apply};
+use super::run::{finish, observed, prepare};
 use crate::backend::{BackendTask, CpuBackend, Precision, cpu_device, dispatch};
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
@@ -37,9 +36,10 @@ use ff_model::{AttentionBackend, DitConfig, LoraConfig, WanDit};
 use ff_sched::student::StudentManifest;
 use ff_sched::student::exported_roles;
 use ff_train::checkpoint::{latest, load_dit, load_planner, read_state, unmerge_roles};
-use ff_train::data::{ClipSource, ShardDataset};
+use ff_train::data::ClipSource;
 use ff_train::dmd::{DmdConfig, DmdShared, DmdTrainer};
-use ff_train::engine::StepReport;
+use ff_train::runner::export::export_student;
+use ff_train::runner::{DmdSteps, Outcome, RunConfig, Session, drive};
 use flashforward::model::files::dit_files;
 use flashforward::model::{Configs, Fallback, FileOverrides};
 use serde::{Deserialize, Serialize};
@@ -100,7 +100,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut config = RunConfig::defaults(SECTION, Section::default());
     config.train = DmdConfig::generator_defaults();
-    let mut config = config.with_flags(&args.run, &args.model_dir, &args.data)?;
+    let mut config = apply(config, &args.run, &args.model_dir, &args.data)?;
     let section = &mut config.objective;
     for (key, value) in [(&mut section.dit, &args.dit), (&mut section.teacher, &args.teacher), (&mut section.planner, &args.planner)] {
         if value.is_some() {
@@ -122,14 +122,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let t = &mut config.train;
         (t.lora_rank, t.lora_alpha, t.lora_shared) = (state.train.lora_rank, state.train.lora_alpha, state.train.lora_shared);
     }
-    let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
-    let session = Session::prepare(config, out.clone(), args.run.resume, None)?;
+    let (session, devices) = prepare(config, args.run.resume, None)?;
     let manifest = student_manifest(&session)?;
-    let planner = session.config.objective.planner.clone();
-    let (devices, dit) = (session.devices.clone(), session.dit_config.clone());
-    let code = dispatch(&devices, Precision::F32, Dmd { session })?;
-    if code == ExitCode::SUCCESS {
-        println!("{}", export_student(&dit, &out, &manifest, planner.as_deref())?.display());
+    let outcome = dispatch(&devices, Precision::F32, Dmd { session: &session })?;
+    let code = finish(&outcome);
+    if let Outcome::Finished { .. } = outcome {
+        let planner = session.config.objective.planner.as_deref();
+        let dir = export_student::<CpuBackend>(session.start.config(), &session.run, &manifest, planner, &cpu_device())?;
+        println!("{}", dir.display());
     }
     Ok(code)
 }
@@ -188,15 +188,16 @@ fn load_student<B: AttentionBackend>(
     })
 }
 
-struct Dmd {
-    session: Session<Section>,
+struct Dmd<'a> {
+    session: &'a Session<Section>,
 }
 
-impl BackendTask for Dmd {
-    type Output = ExitCode;
+impl BackendTask for Dmd<'_> {
+    type Output = Outcome;
 
-    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> Result<ExitCode> {
-        let s = &self.session;
+    fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> Result<Outcome> {
+        let s = self.session;
+        let dit_config = s.start.config();
         let (c, section) = (&s.config.train, &s.config.objective);
         let pick =
             |i: usize, what: &str| devices.get(i).cloned().with_context(|| format!("[dmd] {what} = {i}: only {} devices", devices.len()));
@@ -207,7 +208,7 @@ impl BackendTask for Dmd {
         Autodiff::<B>::seed(&devices[0], c.seed);
 
         let dit_path = section.dit.as_ref().expect("checked before");
-        let student = load_student::<Autodiff<B>>(&s.dit_config, dit_path, &c.lora(), section.planner.is_some(), &devices[0])
+        let student = load_student::<Autodiff<B>>(dit_config, dit_path, &c.lora(), section.planner.is_some(), &devices[0])
             .with_context(|| format!("cannot load the student from {}", dit_path.display()))?;
         let teacher_path = section.teacher.as_ref().expect("checked before");
         let (teacher_weights, teacher_config) = match teacher_path.is_dir() {
@@ -215,12 +216,13 @@ impl BackendTask for Dmd {
                 let (w, config) = dit_files(teacher_path)?;
                 (w, ff_model::DitConfig::from_json(&config)?)
             }
-            false => (teacher_path.clone(), s.dit_config.clone()),
+            false => (teacher_path.clone(), dit_config.clone()),
         };
         let teacher = WanDit::<B>::load(&teacher_config, &teacher_weights, &teacher_device)
             .with_context(|| format!("cannot load the teacher from {}", teacher_weights.display()))?;
-        let critic_base = section.critic.clone().or_else(|| s.dit.clone()).context("no critic base: set `dmd.critic`")?;
-        let critic = WanDit::<Autodiff<B>>::load(&s.dit_config, &critic_base, &critic_devices[0])
+        let critic_base =
+            section.critic.clone().or_else(|| s.start.base().map(Path::to_path_buf)).context("no critic base: set `dmd.critic`")?;
+        let critic = WanDit::<Autodiff<B>>::load(dit_config, &critic_base, &critic_devices[0])
             .with_context(|| format!("cannot load the critic's base from {}", critic_base.display()))?;
 
         let model_dir = s.config.paths.model_dir.clone();
@@ -232,51 +234,19 @@ impl BackendTask for Dmd {
             tokenizer: files.tokenizer,
             weights: files.text_encoder,
             config: configs.text,
-            max_len: s.dit_config.text_len,
+            max_len: dit_config.text_len,
         };
         let empty = text.embed::<CpuBackend>(&[""], None, &cpu_device()).context("cannot encode the empty prompt")?;
         let empty = empty.into_iter().next().context("the text encoder returned no embedding")?.data;
 
         let planner = section.planner.as_ref().map(|path| {
-            load_planner::<B>(&s.dit_config, path, &teacher_device)
+            load_planner::<B>(dit_config, path, &teacher_device)
                 .with_context(|| format!("cannot load the frozen planner from {}", path.display()))
         });
         let planner = planner.transpose()?;
         let shared = DmdShared::new(section.objective.clone(), teacher, vae, empty, planner)?;
-        let mut trainer = DmdTrainer::new(c.clone(), student, devices.clone(), critic, critic_devices, shared, s.data.len())?;
-        if let Some(dir) = &s.resume {
-            trainer.restore(dir)?;
-            eprintln!("resumed from {} after step {}", dir.display(), trainer.step_count());
-        }
-        drive(&s.run, c.steps, c.checkpoint_every, &s.data, &mut Run { trainer, critic_base })
-    }
-}
-
-struct Run<B: AttentionBackend> {
-    trainer: DmdTrainer<Autodiff<B>>,
-    critic_base: PathBuf,
-}
-
-impl<B: AttentionBackend> Steps for Run<B> {
-    fn done(&self) -> usize {
-        self.trainer.step_count()
-    }
-
-    /// The generator's report with the step's losses as parts: `generator_loss`, `critic_loss`
-    /// (mean over the step's critic updates), the critic's gradient norm and the exit stage.
-    fn step(&mut self, data: &ShardDataset) -> Result<StepReport> {
-        let r = self.trainer.step(data)?;
-        let critic_norm = r.critic.iter().map(|c| c.grad_norm).sum::<f64>() / r.critic.len().max(1) as f64;
-        let parts = vec![
-            ("generator_loss", r.generator.loss),
-            ("critic_loss", r.critic_loss()),
-            ("critic_grad_norm", critic_norm),
-            ("exit", r.exit as f64),
-        ];
-        Ok(StepReport { parts, ..r.generator })
-    }
-
-    fn save(&self, run: &Path) -> Result<PathBuf> {
-        Ok(self.trainer.save(run, Some(&self.critic_base))?)
+        let trainer = DmdTrainer::new(c.clone(), student, devices.clone(), critic, critic_devices, shared, s.data.len())?;
+        let mut steps = DmdSteps { trainer, critic_base };
+        observed(|stop, progress| drive(&s.plan(), &s.data, &mut steps, stop, progress))
     }
 }

@@ -1,47 +1,26 @@
-//! `flashforward train`: the training commands. Each phase is a subcommand over the same engine
-//! (`ff_train::engine`), config file conventions ([`config`]), progress bar, metrics log and
-//! checkpoints ([`run`]).
+//! `flashforward train`: the training commands. Each phase is a subcommand over the same runner
+//! (`ff_train::runner`: config file, loop, checkpoints, resume, metrics, export); this module
+//! adds the flags over the config ([`flags`]), the backend, Ctrl-C and the progress bar ([`run`],
+//! [`progress`]).
 
 mod combine;
-mod config;
 mod dmd;
-mod export;
-mod metrics;
+mod flags;
 mod progress;
 mod run;
 mod sft;
 mod teacher;
 mod vae;
 
-use anyhow::Result;
-use std::process::ExitCode;
-
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(clap::Subcommand)]
-enum Command {
+command_group! {
     /// Phase 1: packed time-rebased supervised fine-tuning of the planner and renderer roles.
-    Sft(sft::Args),
+    Sft => sft,
     /// The small world's codec: a tiny Wan VAE trained on procedural clips (reconstruction + β·KL).
-    Vae(vae::Args),
+    Vae => vae,
     /// Phase 2: self-rollout DMD distillation of the student against a frozen teacher and a LoRA critic.
-    Dmd(dmd::Args),
+    Dmd => dmd,
     /// The small world's teacher: a bidirectional DiT from scratch, flow matching with text dropout.
-    Teacher(teacher::Args),
+    Teacher => teacher,
     /// A student with another run's planner (a Phase 1 run's), sampled by guided Euler steps.
-    Combine(combine::Args),
-}
-
-pub fn run(args: Args) -> Result<ExitCode> {
-    match args.command {
-        Command::Sft(args) => sft::run(args),
-        Command::Vae(args) => vae::run(args),
-        Command::Dmd(args) => dmd::run(args),
-        Command::Teacher(args) => teacher::run(args),
-        Command::Combine(args) => combine::run(args),
-    }
+    Combine => combine,
 }

@@ -1,6 +1,9 @@
-//! The progress bar of a training run: steps done of the run's total, the last loss, steps/s
-//! since this process started, and the ETA (drawn on stderr; hidden when it is not a terminal).
+//! What a training run shows while it runs, drawn from the runner's events
+//! (`ff_train::runner::Progress`): a progress bar of the steps done of the run's total, the last
+//! loss, steps/s since this process started and the ETA (on stderr; hidden when it is not a
+//! terminal), a line per checkpoint above it, and the resume and interrupt notes.
 
+use ff_train::runner::Progress;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::{Duration, Instant};
 
@@ -40,6 +43,40 @@ impl StepProgress {
 
     pub fn abandon(&self, reason: &'static str) {
         self.bar.abandon_with_message(reason);
+    }
+}
+
+/// Draws the runner's events: the bar from `Started` on, printed notes for the rest.
+#[derive(Default)]
+pub struct Observer {
+    bar: Option<StepProgress>,
+}
+
+impl Observer {
+    pub fn on(&mut self, event: Progress) {
+        match (event, &self.bar) {
+            (Progress::Resumed { dir, step }, _) => eprintln!("resumed from {} after step {step}", dir.display()),
+            (Progress::Started { done, total }, _) => self.bar = Some(StepProgress::new(done, total)),
+            (Progress::Step { report, .. }, Some(bar)) => bar.step(report.step, report.loss),
+            (Progress::Checkpoint { step, loss, dir }, Some(bar)) => {
+                bar.note(format!("step {step}: loss {loss:.4}, checkpoint {}", dir.display()))
+            }
+            (Progress::Stopped { step }, bar) => {
+                if let Some(bar) = bar {
+                    bar.abandon("interrupted");
+                }
+                eprintln!("interrupted after step {step}: resume with --resume");
+            }
+            (Progress::Finished { .. }, Some(bar)) => bar.finish(),
+            _ => {}
+        }
+    }
+
+    /// Leaves the bar where a failed run stopped.
+    pub fn failed(&self) {
+        if let Some(bar) = &self.bar {
+            bar.abandon("failed");
+        }
     }
 }
 

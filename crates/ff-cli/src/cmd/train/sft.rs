@@ -8,9 +8,10 @@
 //! flow-matching objective (`ff_train::flow`) on whole clips; the swap is that function, its
 //! config type and default.
 
-use super::config::{RunConfig, RunFlags};
-use super::run::{Session, train};
-use anyhow::{Context, Result, bail};
+use super::flags::{RunFlags, apply};
+use super::run::{finish, prepare, train};
+use anyhow::{Context, Result};
+use ff_train::runner::RunConfig;
 use ff_train::sft::{SftConfig, SftObjective};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,8 +44,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let config = RunConfig::defaults(SECTION, default_objective_config()).with_flags(&args.run, &args.model_dir, &args.data)?;
+    let config = apply(RunConfig::defaults(SECTION, default_objective_config()), &args.run, &args.model_dir, &args.data)?;
     let objective = objective(&config.objective).context("[sft]")?;
-    let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
-    Session::prepare(config, out, args.run.resume, None).and_then(|session| train(session, objective))
+    let (session, devices) = prepare(config, args.run.resume, None)?;
+    Ok(finish(&train(&session, &objective, &devices)?))
 }

@@ -11,14 +11,16 @@
 //! diffusion_pytorch_model.safetensors}`, the layout `generate --model-dir` reads (copy the folder
 //! into the model directory).
 
-use super::config::{RunConfig, RunFlags};
-use super::export::export_teacher;
-use super::run::{Session, train};
+use super::flags::{RunFlags, apply, in_flag_terms};
+use super::run::{finish, prepare, train};
 use crate::backend::{CpuBackend, cpu_device};
-use crate::cmd::world::files::WorldDir;
+use crate::world_dir::WorldDir;
 use anyhow::{Context, Result, bail};
 use ff_model::DitConfig;
+use ff_train::TrainError;
 use ff_train::engine::{TrainConfig, Trainable};
+use ff_train::runner::export::export_teacher;
+use ff_train::runner::{Outcome, RunConfig, Start};
 use ff_train::teacher::{TeacherConfig, TeacherObjective};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -49,7 +51,7 @@ pub struct Args {
     /// Small-world model directory: its text encoder and tokenizer give the empty prompt.
     #[arg(long)]
     model_dir: Option<PathBuf>,
-    /// Latent-clip dataset written by `world-latents` (or `encode-videos`).
+    /// Latent-clip dataset written by `world latents` (or `encode-videos`).
     #[arg(long)]
     data: Option<PathBuf>,
     /// Exported teacher folder the run starts from (`[teacher] init`).
@@ -62,31 +64,30 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut config = RunConfig::defaults(SECTION, TeacherConfig::new());
     config.train = default_train();
-    let mut config = config.with_flags(&args.run, &args.model_dir, &args.data)?;
+    let mut config = apply(config, &args.run, &args.model_dir, &args.data)?;
     if let Some(init) = &args.init {
         config.objective.init = Some(init.display().to_string());
     }
     let dit = config.objective.dit_config().context("[teacher]")?;
-    let Some(out) = config.paths.out.clone() else { bail!("no run directory: pass --out RUN or set `out` in the config") };
-    let Some(model_dir) = config.paths.model_dir.clone() else { bail!("no model: pass --model-dir DIR or set `model_dir` in the config") };
+    let model_dir = config.paths.model_dir.clone().ok_or_else(|| in_flag_terms(TrainError::Unset { key: "model_dir" }))?;
     let text = WorldDir(model_dir).text(dit.text_len)?;
     let empty = text.embed::<CpuBackend>(&[""], None, &cpu_device())?.remove(0).data;
     let objective = TeacherObjective::new(&config.objective, empty).context("[teacher]")?;
-    let init = match &config.objective.init {
+    let start = match &config.objective.init {
         Some(dir) => {
             let (weights, config) = (Path::new(dir).join(WEIGHTS), Path::new(dir).join("config.json"));
             if !weights.is_file() || !config.is_file() {
                 bail!("[teacher] init = {dir:?}: expected an exported teacher folder with config.json and {WEIGHTS}");
             }
-            Some((weights, DitConfig::from_json(&config)?))
+            Start::Grown { weights, from: DitConfig::from_json(&config)?, config: dit.clone() }
         }
-        None => None,
+        None => Start::Fresh(dit.clone()),
     };
-    let mut session = Session::prepare(config, out.clone(), args.run.resume, Some(dit.clone()))?;
-    session.init = init;
-    let code = train(session, objective)?;
-    if code == ExitCode::SUCCESS {
-        let dir = export_teacher(&dit, &out)?;
+    let (session, devices) = prepare(config, args.run.resume, Some(start))?;
+    let outcome = train(&session, &objective, &devices)?;
+    let code = finish(&outcome);
+    if let Outcome::Finished { .. } = outcome {
+        let dir = export_teacher::<CpuBackend>(&dit, &session.run, &cpu_device())?;
         println!("{}", dir.display());
     }
     Ok(code)

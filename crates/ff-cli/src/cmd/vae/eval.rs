@@ -56,8 +56,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let config = WanVaeConfig::from_json(args.vae.join(super::export::CONFIG_FILE))?;
-    let weights = args.vae.join(super::export::WEIGHTS_FILE);
+    let config = WanVaeConfig::from_json(args.vae.join(ff_train::vae::export::CONFIG_FILE))?;
+    let weights = args.vae.join(ff_train::vae::export::WEIGHTS_FILE);
     let vae = WanVae::<CpuBackend>::load(&weights, &config, &cpu_device()).with_context(|| format!("cannot load {}", weights.display()))?;
     let clips = WorldClipsConfig::new()
         .with_frames(frames_for_seconds(args.seconds))

@@ -5,27 +5,10 @@
 pub mod eval;
 pub mod export;
 
-use anyhow::Result;
-use std::process::ExitCode;
-
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(clap::Subcommand)]
-enum Command {
+command_group! {
     /// Write the EMA weights of a `train vae` run's newest checkpoint as `config.json` +
     /// `diffusion_pytorch_model.safetensors`, with latents_mean/std measured on held-out clips.
-    Export(export::Args),
+    Export => export,
     /// Reconstruction PSNR of a VAE folder on held-out clips of the small world.
-    Eval(eval::Args),
-}
-
-pub fn run(args: Args) -> Result<ExitCode> {
-    match args.command {
-        Command::Export(args) => export::run(args),
-        Command::Eval(args) => eval::run(args),
-    }
+    Eval => eval,
 }

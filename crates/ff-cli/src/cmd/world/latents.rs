@@ -1,8 +1,8 @@
-//! `flashforward world-latents --model-dir DIR --out DATA --clips N [--seconds S] [--seed S]`:
+//! `flashforward world latents --model-dir DIR --out DATA --clips N [--seconds S] [--seed S]`:
 //! a latent-clip dataset (the `ff_train::data::shards` format, docs/DATASET.md) straight from the
-//! procedural generator, without the MP4 round trip of `world` + `encode-videos`.
+//! procedural generator, without the MP4 round trip of `world clips` + `encode-videos`.
 //!
-//! Clip `i` is the scene of `world`'s clip `i` of the same seed (same captions, same motion), its
+//! Clip `i` is the scene of `world clips`' clip `i` of the same seed (same captions, same motion), its
 //! frames rendered and encoded by DIR's VAE (latent mean, normalised), its caption by DIR's text
 //! encoder; with `--start-within` a clip is a window of its scene from a later start. Each
 //! clip's source name is `scene-SEED-NNNNN` (`…-from-F` for a window from frame F): a rerun skips
@@ -10,9 +10,10 @@
 //! an interrupted run resumes from its last complete shard. A dataset only grows with the same
 //! model files.
 
-use super::files::WorldDir;
+use super::scenes::Scenes;
 use crate::backend::{BackendTask, CpuBackend, DeviceSpec, Precision, cpu_device, dispatch};
-use crate::cmd::encode_videos::{file_id, video_tensor};
+use crate::encode::{file_id, video_tensor};
+use crate::world_dir::WorldDir;
 use anyhow::{Context, Result, bail};
 use ff_model::AttentionBackend;
 use ff_model::text::PromptEncoderFiles;
@@ -34,7 +35,7 @@ pub struct Args {
     #[arg(long)]
     pub out: PathBuf,
     #[command(flatten)]
-    pub scenes: super::Scenes,
+    pub scenes: Scenes,
     /// Prompt tokens the embeddings may hold (the teacher's `text_len`).
     #[arg(long, default_value_t = 32)]
     pub text_len: usize,
@@ -48,7 +49,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     if args.devices.count() != 1 {
-        bail!("world-latents runs the VAE on one device; --devices names {}", args.devices.count());
+        bail!("world latents runs the VAE on one device; --devices names {}", args.devices.count());
     }
     let dir = WorldDir(args.model_dir.clone());
     let (vae, vae_config) = dir.vae()?;

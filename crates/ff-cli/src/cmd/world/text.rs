@@ -1,5 +1,5 @@
-//! `flashforward world-text --out DIR [--seed S]`: the small world's text side in DIR (a model
-//! directory, see [`files`](super::files)): `tokenizer/tokenizer.json`, a word-level tokenizer
+//! `flashforward world text --out DIR [--seed S]`: the small world's text side in DIR (a model
+//! directory, see [`world_dir`](crate::world_dir)): `tokenizer/tokenizer.json`, a word-level tokenizer
 //! over every word the caption parser reads (`ff_world::vocab::caption_words`, punctuation
 //! included, so no caption of the domain has an unknown token), and `text_encoder/`, a umT5 of
 //! `Umt5Config::tiny_world` with random weights drawn from the seed.
@@ -9,8 +9,8 @@
 //! command's test and printed here) and the teacher reaches its prompt accuracy
 //! (docs/RESULTS.md).
 
-use super::files::WorldDir;
 use crate::backend::{CpuBackend, cpu_device};
+use crate::world_dir::WorldDir;
 use anyhow::{Context, Result};
 use burn::tensor::backend::Backend;
 use ff_model::io::write_atomic;

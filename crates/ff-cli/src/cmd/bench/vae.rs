@@ -1,4 +1,4 @@
-//! `flashforward bench-vae`: times the Wan VAE decode of `--latents` latent frames
+//! `flashforward bench vae`: times the Wan VAE decode of `--latents` latent frames
 //! `[1, 16, L, H/8, W/8]` to video `[1, 3, 1 + 4(L−1), H, W]` with random weights, the way
 //! `generate` decodes a finished clip. Presets: `tiny` (base_dim 8, one residual block per stage,
 //! the small world's width; 64×64 px by default), `world` (the shipped small-world codec:

@@ -1,4 +1,4 @@
-//! `flashforward bench-dit`: times the DiT chunk forward (CPU NdArray, or CUDA/wgpu when built
+//! `flashforward bench dit`: times the DiT chunk forward (CPU NdArray, or CUDA/wgpu when built
 //! with those features) for a preset with
 //! random weights: one chunk of latents over published K/V (anchor window + history), the way
 //! a renderer forward runs. Reports tokens/s and the share of time spent outside matmul and
@@ -101,7 +101,7 @@ impl BackendTask for Bench<'_> {
 
 fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyhow::Result<Vec<Row>> {
     let device = device.clone();
-    let c = super::bench::preset(name)?;
+    let c = crate::schedule::preset(name)?;
     let model: WanDit<B> = c.init(&device);
     let per_frame = (a.height / c.patch_size[1]) * (a.width / c.patch_size[2]);
     let n = a.chunk * per_frame;

@@ -1,4 +1,4 @@
-//! `flashforward bench`: runs several schedules and executors on one random-weight model in one
+//! `flashforward bench schedules`: runs several schedules and executors on one random-weight model in one
 //! process (docs/ARCHITECTURE.md §9) and prints, per row: model forward calls (the batched executor packs each
 //! wave into one), denoising-path wall seconds, the ratio to FlashForward under the same executor
 //! (streaming: to the FlashForward wavefront), time to first chunk, the slowest worker's busy
@@ -11,11 +11,11 @@
 //! allocator pools are paid there); the runners are moved to their devices and cloned before the
 //! clock starts, and every device is synchronised before it stops.
 
-use super::plan::{ContractArgs, parse_schedule};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
+use crate::schedule::{ContractArgs, parse_schedule, preset};
 use burn::tensor::{Distribution, Tensor};
 use ff_model::AttentionBackend;
-use ff_model::dit::{DitConfig, WanDit};
+use ff_model::dit::WanDit;
 use ff_model::vae::WanVaeConfig;
 use ff_sched::exec::{DitRunner, Execution, NoiseSpec, Placement, execute, execute_batched};
 use ff_sched::{Graph, ScheduleKind};
@@ -66,11 +66,6 @@ pub struct Args {
     /// Print JSON lines instead of a table.
     #[arg(long)]
     pub json: bool,
-}
-
-/// A DiT preset by name (for `--config`/`--configs`/`--model`).
-pub fn preset(name: &str) -> anyhow::Result<DitConfig> {
-    DitConfig::preset(name).ok_or_else(|| anyhow::anyhow!("unknown DiT preset '{name}' ({})", DitConfig::PRESETS.join(", ")))
 }
 
 /// How a row runs: threads placed by a [`Placement`], or the batched diagonal executor.

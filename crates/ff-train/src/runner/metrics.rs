@@ -5,16 +5,17 @@
 //! The log is appended line by line. On resume it is cut back to the steps the checkpoint holds
 //! (later lines, and a line a kill left half-written, belong to steps that will run again).
 
-use anyhow::{Context, Result};
-use ff_train::engine::StepReport;
+use crate::engine::StepReport;
+use crate::{Result, TrainError};
+use ff_model::io::write_atomic;
 use serde_json::{Value, json};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ff_model::io::write_atomic;
-
+/// The metrics log in the run directory.
 pub const METRICS_FILE: &str = "metrics.jsonl";
+/// The loss curve in the run directory.
 pub const LOSS_CURVE_FILE: &str = "loss.svg";
 
 /// The open metrics log of a run.
@@ -36,11 +37,11 @@ impl Metrics {
                 .filter(|v| v["step"].as_u64().is_some_and(|s| (s as usize) <= step))
                 .collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+            Err(source) => return Err(TrainError::Io { path, source }),
         };
         let text: String = kept.iter().map(|v| format!("{v}\n")).collect();
         write_atomic(&path, |w| w.write_all(text.as_bytes()))?;
-        let file = OpenOptions::new().append(true).open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+        let file = OpenOptions::new().append(true).open(&path).map_err(|source| TrainError::Io { path: path.clone(), source })?;
         let losses = kept.iter().filter_map(|v| Some((v["step"].as_u64()? as usize, v["loss"].as_f64()?))).collect();
         Ok(Self { path, file, losses })
     }
@@ -54,14 +55,18 @@ impl Metrics {
         for (name, value) in &report.parts {
             record[*name] = json!(value);
         }
-        writeln!(self.file, "{record}").with_context(|| format!("cannot write {}", self.path.display()))?;
+        writeln!(self.file, "{record}").map_err(|source| self.io(source))?;
         self.losses.push((report.step, report.loss));
         Ok(())
     }
 
+    fn io(&self, source: std::io::Error) -> TrainError {
+        TrainError::Io { path: self.path.clone(), source }
+    }
+
     /// Flushes the log to disk and redraws the loss curve beside it.
     pub fn checkpoint(&mut self) -> Result<()> {
-        self.file.sync_data().with_context(|| format!("cannot sync {}", self.path.display()))?;
+        self.file.sync_data().map_err(|source| self.io(source))?;
         let svg = loss_svg(&self.losses);
         Ok(write_atomic(&self.path.with_file_name(LOSS_CURVE_FILE), |w| w.write_all(svg.as_bytes()))?)
     }
@@ -98,19 +103,4 @@ pub fn loss_svg(points: &[(usize, f64)]) -> String {
         svg += &format!("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">step {x1}</text>\n", w - m, h - m + 18.0);
     }
     svg + "</svg>\n"
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_curve_spans_the_plot_and_labels_its_range() {
-        let svg = loss_svg(&[(1, 1.0), (2, 0.1), (3, 0.01)]);
-        assert!(svg.contains("log scale") && svg.contains(">1.0000<") && svg.contains(">0.0100<") && svg.contains("step 3"), "{svg}");
-        // First point top-left, last bottom-right of the plot area.
-        assert!(svg.contains("points=\"56.0,56.0 320.0,180.0 584.0,304.0\""), "{svg}");
-        assert!(loss_svg(&[]).ends_with("</svg>\n"));
-        assert!(!loss_svg(&[(1, -1.0), (2, 1.0)]).contains("log scale"));
-    }
 }

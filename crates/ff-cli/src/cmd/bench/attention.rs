@@ -1,4 +1,4 @@
-//! `flashforward bench-attention`: block-sparse attention paths on one layout as the sequence
+//! `flashforward bench attention`: block-sparse attention paths on one layout as the sequence
 //! grows. Paths: `dense` (Burn's stock attention under a dense token mask, built here only),
 //! `blockwise` (the portable path, the reference of `max_rel_err`) and `kernel` (the backend's
 //! fused kernel: CubeCL on GPU backends, the CPU kernel on NdArray and Flex in f32). Layouts:

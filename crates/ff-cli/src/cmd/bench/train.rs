@@ -1,4 +1,4 @@
-//! `flashforward bench-train`: one Phase 1 step (packed forward + backward + Burn AdamW step with
+//! `flashforward bench train`: one Phase 1 step (packed forward + backward + Burn AdamW step with
 //! the paper's values) of random-weight presets on random latents: steps/s and, on the CPU, the
 //! process's peak resident memory during the step (`VmHWM` after resetting it through
 //! `/proc/self/clear_refs`: it includes the weights and optimizer state already held). Then the
@@ -14,6 +14,7 @@
 //! layer is recomputed. Attention: the dense token mask and dense f32 scores a token-level
 //! implementation would build, against the scores of the allowed frame pairs only.
 
+use super::{StepShape, gib, param_counts, proc_status};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
 use burn::module::Module;
@@ -29,23 +30,8 @@ use std::time::Instant;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Presets to time: tiny, small, 1.3b, 14b.
-    #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
-    configs: Vec<String>,
-    /// Latent frames L of the clip (the paper's 81 gives 155 packed frames; 21 gives 35).
-    #[arg(long, default_value_t = 21)]
-    latents: usize,
-    /// Latent height and width.
-    #[arg(long, default_value_t = 8)]
-    height: usize,
-    #[arg(long, default_value_t = 8)]
-    width: usize,
-    /// Prompt tokens.
-    #[arg(long, default_value_t = 32)]
-    text_tokens: usize,
-    /// LoRA rank of the two roles (paper: 256 at 1.3B).
-    #[arg(long, default_value_t = 16)]
-    lora_rank: usize,
+    #[command(flatten)]
+    shape: StepShape,
     /// Trained parameters: `lora` (adapters + role vectors, as the paper) or `all`.
     #[arg(long, default_value = "lora")]
     trainable: String,
@@ -67,13 +53,6 @@ struct Row {
     seconds: f64,
     rss_before: Option<u64>,
     rss_peak: Option<u64>,
-}
-
-/// `VmHWM` / `VmRSS` of this process in bytes (Linux).
-pub(crate) fn proc_status(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
 /// Freezes the backbone, keeping adapters and role vectors trainable.
@@ -110,20 +89,20 @@ where
     B: burn::tensor::backend::AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
 {
-    let c = super::bench::preset(name)?;
-    let model: WanDit<B> = c.init::<B>(device).with_roles(&LoraConfig::new(a.lora_rank));
+    let c = crate::schedule::preset(name)?;
+    let model: WanDit<B> = c.init::<B>(device).with_roles(&LoraConfig::new(a.shape.lora_rank));
     let mut model = match a.trainable.as_str() {
         "lora" => lora_only(model),
         "all" => model,
         other => anyhow::bail!("--trainable: unknown set '{other}' (lora, all)"),
     };
-    let (backbone, roles) = param_counts(&c, a.lora_rank);
+    let (backbone, roles) = param_counts(&c, a.shape.lora_rank);
     let trainable = if a.trainable == "all" { backbone + roles } else { roles };
-    let objective = SftObjective::new(SftConfig::new().with_latents(a.latents))?;
+    let objective = SftObjective::new(SftConfig::new().with_latents(a.shape.latents))?;
     let mut rng = TrainRng::new(0);
     let clip = LatentClip {
-        latents: rng.normal_data(vec![c.in_channels, a.latents, a.height, a.width]),
-        prompt: rng.normal_data(vec![a.text_tokens, c.text_dim]),
+        latents: rng.normal_data(vec![c.in_channels, a.shape.latents, a.shape.height, a.shape.width]),
+        prompt: rng.normal_data(vec![a.shape.text_tokens, c.text_dim]),
         caption: "random".into(),
     };
     let frames = objective.layout(&objective.draw(&clip, &mut rng.clone())?.offsets).len();
@@ -152,26 +131,12 @@ where
     Ok(Row {
         preset: name.to_string(),
         frames,
-        tokens: frames * (a.height / ph) * (a.width / pw),
+        tokens: frames * (a.shape.height / ph) * (a.shape.width / pw),
         trainable,
         seconds,
         rss_before,
         rss_peak: cpu.then(|| proc_status("VmHWM:")).flatten(),
     })
-}
-
-/// Parameters of a preset: (backbone, role LoRA of `rank` on self q,k,v,o and cross q,o of
-/// both roles + the two role vectors).
-pub(crate) fn param_counts(c: &DitConfig, rank: usize) -> (usize, usize) {
-    let (d, f) = (c.dim, c.ffn_dim);
-    let linear = |i: usize, o: usize| i * o + o;
-    let patch = linear(c.in_channels * c.patch_size.iter().product::<usize>(), d);
-    let embeddings = linear(c.text_dim, d) + linear(d, d) + linear(c.freq_dim, d) + linear(d, d) + linear(d, 6 * d);
-    // modulation 6d; self and cross attention 4 linears + 2 RMS norms each; norm3 (affine); FFN.
-    let block = 6 * d + 2 * (4 * linear(d, d) + 2 * d) + 2 * d + linear(d, f) + linear(f, d);
-    let head = 2 * d + linear(d, c.patch_out());
-    let roles = c.num_layers * 6 * 2 * rank * 2 * d + 2 * d;
-    (patch + embeddings + c.num_layers * block + head, roles)
 }
 
 /// What the paper's layout needs on one device at the 1.3B shape; see the module docs.
@@ -216,19 +181,15 @@ impl Plan {
     }
 }
 
-pub(crate) fn gib(bytes: u64) -> String {
-    format!("{:.3} GiB", bytes as f64 / (1u64 << 30) as f64)
-}
-
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
         "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
-        a.devices, a.precision, a.latents, a.height, a.width, a.text_tokens, a.lora_rank, a.trainable
+        a.devices, a.precision, a.shape.latents, a.shape.height, a.shape.width, a.shape.text_tokens, a.shape.lora_rank, a.trainable
     );
     println!("| preset | packed frames | tokens | trainable params | seconds/step | steps/s | RSS before step | peak RSS during step |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let mem = |b: Option<u64>| b.map_or("-".to_string(), gib);
-    for name in &a.configs {
+    for name in &a.shape.configs {
         let r = dispatch(&a.devices, a.precision, Bench { name, args: &a })?;
         println!(
             "| {} | {} | {} | {} | {:.3} | {:.3} | {} | {} |",

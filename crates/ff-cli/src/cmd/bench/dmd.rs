@@ -1,4 +1,4 @@
-//! `flashforward bench-dmd`: one Phase 2 generator step and one critic step (`ff_train::dmd`,
+//! `flashforward bench dmd`: one Phase 2 generator step and one critic step (`ff_train::dmd`,
 //! batch 1) of random-weight presets on random prompts: seconds per step and, on the CPU, the
 //! process's peak resident memory during each step (`VmHWM` reset through
 //! `/proc/self/clear_refs`; it includes the weights and optimizer state already held). Steps run
@@ -6,7 +6,7 @@
 //! are the student's preset; the score window defaults to `L` (no image heads: the VAE is not
 //! what is measured). Then the memory plan at the paper's scale by arithmetic (see [`plan`]).
 
-use super::bench_train::{gib, param_counts, proc_status};
+use super::{StepShape, gib, param_counts, proc_status};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
 use ff_model::vae::WanVaeConfig;
@@ -19,23 +19,8 @@ use std::time::Instant;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Presets to time: tiny, small, 1.3b, 14b.
-    #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
-    configs: Vec<String>,
-    /// Latent frames L of the rollout.
-    #[arg(long, default_value_t = 21)]
-    latents: usize,
-    /// Latent height and width.
-    #[arg(long, default_value_t = 8)]
-    height: usize,
-    #[arg(long, default_value_t = 8)]
-    width: usize,
-    /// Prompt tokens.
-    #[arg(long, default_value_t = 32)]
-    text_tokens: usize,
-    /// LoRA rank of the student's roles and of the critic.
-    #[arg(long, default_value_t = 16)]
-    lora_rank: usize,
+    #[command(flatten)]
+    shape: StepShape,
     /// Score window W_score (default: L).
     #[arg(long)]
     score_window: Option<usize>,
@@ -73,27 +58,27 @@ impl BackendTask for Bench<'_> {
 }
 
 fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyhow::Result<Row> {
-    let c = super::bench::preset(name)?.with_text_len(a.text_tokens);
-    let lora = LoraConfig::new(a.lora_rank).with_alpha(a.lora_rank as f64);
+    let c = crate::schedule::preset(name)?.with_text_len(a.shape.text_tokens);
+    let lora = LoraConfig::new(a.shape.lora_rank).with_alpha(a.shape.lora_rank as f64);
     let student = c.init::<Autodiff<B>>(device).with_roles(&lora);
     let critic = c.init::<Autodiff<B>>(device);
     let teacher: WanDit<B> = c.init(device);
     let vae = WanVaeConfig::new(8, 16, vec![1, 2, 4, 4], 1, vec![], vec![false, true, true], vec![0.0; 16], vec![1.0; 16]).init(device);
     let dmd = DmdConfig::new()
-        .with_latents(a.latents)
-        .with_score_window(a.score_window.unwrap_or(a.latents))
-        .with_critic_lora_rank(a.lora_rank)
-        .with_critic_lora_alpha(a.lora_rank as f64);
+        .with_latents(a.shape.latents)
+        .with_score_window(a.score_window.unwrap_or(a.shape.latents))
+        .with_critic_lora_rank(a.shape.lora_rank)
+        .with_critic_lora_alpha(a.shape.lora_rank as f64);
     let stages = dmd.stages;
     let mut rng = TrainRng::new(0);
     let empty = rng.normal_data(vec![2, c.text_dim]);
     let clip = LatentClip {
-        latents: rng.normal_data(vec![c.in_channels, 1, a.height, a.width]),
-        prompt: rng.normal_data(vec![a.text_tokens, c.text_dim]),
+        latents: rng.normal_data(vec![c.in_channels, 1, a.shape.height, a.shape.width]),
+        prompt: rng.normal_data(vec![a.shape.text_tokens, c.text_dim]),
         caption: "random".into(),
     };
     let data = InMemoryClips(vec![clip]);
-    let train = DmdConfig::generator_defaults().with_batch(1).with_lora_rank(a.lora_rank).with_lora_alpha(a.lora_rank as f64);
+    let train = DmdConfig::generator_defaults().with_batch(1).with_lora_rank(a.shape.lora_rank).with_lora_alpha(a.shape.lora_rank as f64);
     let shared = DmdShared::new(dmd, teacher, vae, empty, None)?;
     let mut trainer = DmdTrainer::new(train, student, vec![device.clone()], critic, vec![device.clone()], shared, 1)?;
     let cpu = a.devices.is_host();
@@ -124,7 +109,7 @@ fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyho
 /// gradient, two AdamW moments and EMA), 1.3B critic (bf16 base, LoRA rank 256 on the two role
 /// slots with f32 gradient, moments, EMA), 14B teacher (bf16, frozen), L = 81 at 480p
 /// (60×104 latents, 1,560 tokens per frame). Activations saved for backward per layer with `N`
-/// tokens: ≈ 33·N·dim + 2·N·ffn in bf16 (as `bench-train`); score forwards keep nothing.
+/// tokens: ≈ 33·N·dim + 2·N·ffn in bf16 (as `bench train`); score forwards keep nothing.
 fn plan() -> Vec<(String, u64)> {
     let (student, teacher) = (DitConfig::wan_t2v_1_3b(), DitConfig::wan_t2v_14b());
     let (backbone, roles) = param_counts(&student, 256);
@@ -163,12 +148,12 @@ fn plan() -> Vec<(String, u64)> {
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
         "one Phase 2 generator step and one critic step (k* = S − 1, batch 1) on {:?}: L = {}, {}×{} latents, {} text tokens, LoRA rank {}",
-        a.devices, a.latents, a.height, a.width, a.text_tokens, a.lora_rank
+        a.devices, a.shape.latents, a.shape.height, a.shape.width, a.shape.text_tokens, a.shape.lora_rank
     );
     println!("| preset | generator s/step | generator peak RSS | critic s/step | critic peak RSS | RSS before steps |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     let mem = |b: Option<u64>| b.map_or("-".to_string(), gib);
-    for name in &a.configs {
+    for name in &a.shape.configs {
         let r = dispatch(&a.devices, Precision::F32, Bench { name, args: &a })?;
         println!(
             "| {} | {:.3} | {} | {:.3} | {} | {} |",

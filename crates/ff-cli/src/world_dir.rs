@@ -1,11 +1,11 @@
 //! The small world's model directory (`models/world/`), in the diffusers layout `generate
-//! --model-dir` reads:
+//! --model-dir` reads; `world text`, `world latents` and `train teacher` find its files here:
 //!
 //! | file | written by |
 //! | --- | --- |
 //! | `vae/{config.json,diffusion_pytorch_model.safetensors}` | `train vae` (scripts/world/train-vae.sh) |
-//! | `tokenizer/tokenizer.json` | `world-text` (word level over the domain's vocabulary) |
-//! | `text_encoder/{config.json,model.safetensors}` | `world-text` (umT5 at tiny width, frozen random) |
+//! | `tokenizer/tokenizer.json` | `world text` (word level over the domain's vocabulary) |
+//! | `text_encoder/{config.json,model.safetensors}` | `world text` (umT5 at tiny width, frozen random) |
 //! | `teacher/{config.json,diffusion_pytorch_model.safetensors}` | `train teacher` (scripts/train-world.sh) |
 //! | `transformer/{config.json,planner/,renderer/,flashforward.json}` | `train dmd`, the student `generate` runs by default (scripts/train-default.sh) |
 
@@ -34,7 +34,7 @@ impl WorldDir {
     pub fn text(&self, max_len: usize) -> Result<PromptEncoderFiles> {
         let dir = self.text_encoder_dir();
         let (config, weights) = (dir.join("config.json"), dir.join("model.safetensors"));
-        need(&[&config, &weights, &self.tokenizer()], "run `flashforward world-text --out DIR`")?;
+        need(&[&config, &weights, &self.tokenizer()], "run `flashforward world text --out DIR`")?;
         Ok(PromptEncoderFiles { tokenizer: self.tokenizer(), weights, config: Umt5Config::from_json(&config)?, max_len })
     }
 
