@@ -34,17 +34,7 @@ ITERS=${ITERS:-3}
 SF_COMMIT=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["self_forcing_commit"])' \
     "$FIXTURES/sf_causal_tiny/uniform/meta.json")
 SF=${SELF_FORCING:-$ROOT/target/self-forcing}
-if [ ! -e "$SF" ]; then
-    git clone --quiet https://github.com/guandeh17/Self-Forcing "$SF"
-    git -C "$SF" checkout --quiet "$SF_COMMIT"
-fi
-GITDIR=$SF
-[ -d "$SF/.git" ] && GITDIR=$SF/.git
-HEAD=$(git --git-dir "$GITDIR" rev-parse HEAD)
-if [ "$HEAD" != "$SF_COMMIT" ]; then
-    echo "error: $SF is at $HEAD; the fixtures were made at $SF_COMMIT (git -C $SF checkout $SF_COMMIT)" >&2
-    exit 1
-fi
+. "$ROOT/scripts/fixtures/self-forcing.sh"
 
 if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
