@@ -38,6 +38,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if videos[0].frames() != videos[1].frames() {
         return Err("the wavefront executor's video differs from the serial one".into());
     }
-    println!("serial and wavefront videos are identical; {}", videos[0].write_mp4("custom_schedule.mp4")?.display());
+    println!(
+        "serial and wavefront videos are identical; {}",
+        videos[0].write_mp4(std::env::temp_dir().join("custom_schedule.mp4"))?.display()
+    );
     Ok(())
 }

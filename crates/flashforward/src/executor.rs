@@ -46,7 +46,7 @@ impl std::str::FromStr for Executor {
 
 impl std::fmt::Display for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Self::Serial => "serial",
             Self::Wavefront => "wavefront",
             Self::Streaming => "streaming",
