@@ -5,6 +5,8 @@
 //! and teacher (`teacher`). Written against `B: AutodiffBackend`; tests run on
 //! `Autodiff<NdArray>`.
 
+#![warn(missing_docs)]
+
 pub mod checkpoint;
 pub mod data;
 pub mod dmd;

@@ -24,6 +24,7 @@ where
     B: AttentionBackend,
     B::InnerBackend: AttentionBackend,
 {
+    /// The loss of `clip` under `model`, drawing its randomness from `rng`.
     fn loss(&self, model: &M, clip: &C, rng: &mut TrainRng) -> Result<Loss<B>>;
 
     /// The losses of one micro-batch, clip `i` with its own stream `rngs[i]`, in order. The

@@ -48,9 +48,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+/// The trained parameters' current values in a checkpoint folder.
 pub const MODEL_FILE: &str = "model.safetensors";
+/// Their exponential moving average (the weights inference uses).
 pub const EMA_FILE: &str = "ema.safetensors";
+/// The AdamW moments and per-parameter update counts.
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+/// Everything but the tensors ([`CheckpointState`]).
 pub const STATE_FILE: &str = "state.json";
 
 /// `state.json`: everything but the tensors.
@@ -58,12 +62,16 @@ pub const STATE_FILE: &str = "state.json";
 pub struct CheckpointState {
     /// Optimizer steps done.
     pub step: usize,
+    /// The run's random stream, as after the last step.
     pub rng: TrainRng,
+    /// Where the data sampler stands.
     pub cursor: Cursor,
     /// Clips in the dataset the cursor walks.
     pub clips: usize,
     #[serde(deserialize_with = "TrainConfig::deserialize_with_defaults")]
+    /// The engine config of the run.
     pub train: TrainConfig,
+    /// The trained DiT's config.
     pub dit: DitConfig,
     /// The DiT checkpoint the untrained parameters come from; `None` when the weight files hold
     /// every parameter.

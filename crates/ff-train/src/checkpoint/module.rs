@@ -23,11 +23,14 @@ use std::path::{Path, PathBuf};
 pub struct ModuleCheckpointState {
     /// Optimizer steps done.
     pub step: usize,
+    /// The run's random stream, as after the last step.
     pub rng: TrainRng,
+    /// Where the data sampler stands.
     pub cursor: Cursor,
     /// Clips in the dataset the cursor walks.
     pub clips: usize,
     #[serde(deserialize_with = "TrainConfig::deserialize_with_defaults")]
+    /// The engine config of the run.
     pub train: TrainConfig,
     /// The module's config (e.g. a `WanVaeConfig`), compared on resume.
     pub model: serde_json::Value,

@@ -18,6 +18,7 @@ pub struct CaptionedVideo {
     pub video: String,
     /// The video's path.
     pub path: PathBuf,
+    /// The caption (non-empty).
     pub caption: String,
 }
 

@@ -15,6 +15,7 @@ pub struct LatentClip {
     pub latents: TensorData,
     /// Prompt embedding `[text_tokens, text_dim]` (f32).
     pub prompt: TensorData,
+    /// The clip's caption (names the clip in errors).
     pub caption: String,
 }
 
@@ -27,7 +28,9 @@ impl LatentClip {
 
 /// A dataset of clips `C` (latent clips by default) addressed by index.
 pub trait ClipSource<C = LatentClip> {
+    /// Number of clips.
     fn len(&self) -> usize;
+    /// Whether the dataset holds no clip.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -50,7 +53,9 @@ impl ClipSource for InMemoryClips {
 /// Where a sampler stands: epoch and position within that epoch's permutation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cursor {
+    /// Epochs completed (0 during the first).
     pub epoch: u64,
+    /// Indices already drawn from this epoch's permutation (`0..=len`).
     pub position: usize,
 }
 
@@ -73,14 +78,17 @@ fn permutation(seed: u64, epoch: u64, len: usize) -> Vec<usize> {
 }
 
 impl Sampler {
+    /// A sampler at the start of epoch 0.
     pub fn new(seed: u64, len: usize) -> Self {
         Self::resume(seed, len, Cursor::default())
     }
 
+    /// A sampler continuing from `cursor` (as saved by [`Sampler::cursor`]).
     pub fn resume(seed: u64, len: usize, cursor: Cursor) -> Self {
         Self { seed, len, cursor, order: permutation(seed, cursor.epoch, len) }
     }
 
+    /// Where the sampler stands now.
     pub fn cursor(&self) -> Cursor {
         self.cursor
     }

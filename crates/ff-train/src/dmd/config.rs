@@ -68,6 +68,7 @@ pub struct DmdConfig {
     /// Clamp of the score timestep (Self-Forcing: 0.02·1000, 0.98·1000).
     #[config(default = 20.0)]
     pub min_score_timestep: f64,
+    /// Upper bound of that clamp (timestep units, 0..1000).
     #[config(default = 980.0)]
     pub max_score_timestep: f64,
     /// Probability that a step's scored sample is the splice: the planner's anchors at their
@@ -103,6 +104,7 @@ pub struct DmdConfig {
     /// Rank of the critic's LoRA (the paper's 256; LongLive uses r = α).
     #[config(default = 256)]
     pub critic_lora_rank: usize,
+    /// Scale α of the critic's LoRA (the update is scaled by α / rank).
     #[config(default = 256.0)]
     pub critic_lora_alpha: f64,
 }

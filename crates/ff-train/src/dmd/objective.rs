@@ -27,7 +27,9 @@ use ff_sched::exec::NoiseSpec;
 
 /// What both objectives read and no update changes.
 pub struct DmdShared<B: AttentionBackend> {
+    /// Phase 2's numbers.
     pub config: DmdConfig,
+    /// The inference contract the rollouts follow (stages, anchors, chunks, reads).
     pub contract: Contract,
     /// The frozen real score, on its own device.
     pub teacher: WanDit<B>,
@@ -106,8 +108,11 @@ impl<B: AttentionBackend> DmdShared<B> {
 
 /// The generator update: the student's rollout at `exit`, scored by the teacher and `critic`.
 pub struct GeneratorObjective<'a, B: AttentionBackend> {
+    /// The frozen parts.
     pub shared: &'a DmdShared<B>,
+    /// The critic (fake score), its LoRA as trained so far.
     pub critic: &'a WanDit<B>,
+    /// The exit stage `k*` (`0..S`) of this step's rollout.
     pub exit: usize,
 }
 
@@ -138,8 +143,11 @@ where
 
 /// The critic update: flow matching on a fresh no-grad rollout of `student` at `exit`.
 pub struct CriticObjective<'a, B: AttentionBackend> {
+    /// The frozen parts.
     pub shared: &'a DmdShared<B>,
+    /// The student (generator) whose rollout gives the critic's samples, run without gradients.
     pub student: &'a WanDit<B>,
+    /// The exit stage `k*` (`0..S`) of the rollout.
     pub exit: usize,
 }
 

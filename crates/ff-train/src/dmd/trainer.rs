@@ -41,6 +41,7 @@ pub struct DmdReport {
     pub step: usize,
     /// Exit stage of the generator update.
     pub exit: usize,
+    /// The generator update.
     pub generator: StepReport,
     /// The critic updates of this step, in order (the first step's begin with the warm-up).
     pub critic: Vec<StepReport>,
@@ -53,11 +54,16 @@ impl DmdReport {
     }
 }
 
+/// Phase 2's trainer: a generator (the student) and a critic (a plain DiT with its own LoRA),
+/// each on the shared engine with its own devices, alternating [`DmdConfig::critic_updates`]
+/// critic updates per generator update, over the frozen teacher and VAE.
 pub struct DmdTrainer<B: AutodiffBackend + AttentionBackend>
 where
     B::InnerBackend: AttentionBackend,
 {
+    /// The student's engine (the generator updates).
     pub generator: Trainer<B>,
+    /// The critic's engine (its LoRA's flow-matching updates).
     pub critic: Trainer<B>,
     shared: DmdShared<B::InnerBackend>,
     rng: TrainRng,
@@ -108,6 +114,7 @@ where
         })
     }
 
+    /// Phase 2's numbers.
     pub fn config(&self) -> &DmdConfig {
         &self.shared.config
     }

@@ -57,6 +57,7 @@ pub struct TrainConfig {
     /// AdamW first-moment decay (the paper uses 0: no momentum).
     #[config(default = 0.0)]
     pub beta_1: f64,
+    /// AdamW second-moment decay.
     #[config(default = 0.999)]
     pub beta_2: f64,
     /// AdamW ε (PyTorch's default; Burn's own default is 1e-5).
@@ -78,6 +79,7 @@ pub struct TrainConfig {
     /// are accumulated per device. 0: a device's whole share of the batch in one micro-batch.
     #[config(default = 1)]
     pub micro_batch: usize,
+    /// Which parameters train (the paper's: the role adapters and role vectors).
     #[config(default = "Trainable::Lora")]
     pub trainable: Trainable,
     /// Rank of the role adapters.
@@ -127,6 +129,7 @@ impl TrainConfig {
         self.lr * (self.final_lr_ratio + (1.0 - self.final_lr_ratio) * cosine)
     }
 
+    /// The role adapters' config: `lora_rank`, `lora_alpha`, `lora_shared`.
     pub fn lora(&self) -> LoraConfig {
         LoraConfig::new(self.lora_rank).with_alpha(self.lora_alpha).with_shared(self.lora_shared)
     }

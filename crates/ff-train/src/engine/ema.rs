@@ -4,6 +4,7 @@
 use super::params::ParamMap;
 use burn::tensor::backend::Backend;
 
+/// The moving average of the trainable parameters, by parameter path.
 #[derive(Clone, Debug)]
 pub struct Ema<B: Backend> {
     decay: f64,
@@ -28,6 +29,7 @@ impl<B: Backend> Ema<B> {
         }
     }
 
+    /// The averaged values, by parameter path.
     pub fn values(&self) -> &ParamMap<B> {
         &self.values
     }

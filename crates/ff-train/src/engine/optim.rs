@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 pub struct Moments<B: Backend> {
     /// Updates applied so far (bias correction).
     pub time: usize,
+    /// First moment `m` (`[numel]`).
     pub first: Tensor<B, 1>,
+    /// Second moment `v` (`[numel]`).
     pub second: Tensor<B, 1>,
 }
 
@@ -25,6 +27,7 @@ pub struct Optimizer<B: Backend> {
 }
 
 impl<B: Backend> Optimizer<B> {
+    /// AdamW with `config`'s β₁, β₂, ε and weight decay, and no state yet.
     pub fn new(config: &TrainConfig) -> Self {
         let adamw = AdamWConfig::new()
             .with_beta_1(config.beta_1 as f32)

@@ -19,14 +19,18 @@ use ff_model::AttentionBackend;
 
 /// One clip of a step with its random stream.
 pub struct Job<C = LatentClip> {
+    /// The clip.
     pub clip: C,
+    /// The clip's own random stream (σ, noise, crops).
     pub rng: TrainRng,
 }
 
 /// Loss values of one clip (host).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClipLoss {
+    /// The clip's total loss.
     pub total: f64,
+    /// Its named parts, as the objective reports them.
     pub parts: Vec<(&'static str, f64)>,
 }
 

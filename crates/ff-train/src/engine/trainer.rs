@@ -28,6 +28,7 @@ use ff_model::{AttentionBackend, WanDit};
 pub struct StepReport {
     /// Optimizer steps done, this one included (1-based).
     pub step: usize,
+    /// Learning rate the step used.
     pub lr: f64,
     /// Mean loss over the step's clips.
     pub loss: f64,
@@ -35,6 +36,7 @@ pub struct StepReport {
     pub parts: Vec<(&'static str, f64)>,
     /// Global gradient norm before clipping.
     pub grad_norm: f64,
+    /// Clips the step trained on.
     pub clips: usize,
 }
 
@@ -104,6 +106,7 @@ where
         })
     }
 
+    /// The engine config.
     pub fn config(&self) -> &TrainConfig {
         &self.config
     }

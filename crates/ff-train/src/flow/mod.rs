@@ -16,6 +16,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use ff_model::{AttentionBackend, FlowMatch, Role, WanDit};
 
+/// The numbers of [`FlowMatchObjective`].
 #[derive(Config, Debug, PartialEq)]
 pub struct FlowMatchConfig {
     /// Timestep shift of the σ schedule: σ = shift·u / (1 + (shift − 1)·u), u uniform in [0, 1).
@@ -29,6 +30,7 @@ pub struct FlowMatchConfig {
 /// The flow-matching objective of a [`FlowMatchConfig`].
 #[derive(Clone, Debug)]
 pub struct FlowMatchObjective {
+    /// Its σ shift and role.
     pub config: FlowMatchConfig,
 }
 

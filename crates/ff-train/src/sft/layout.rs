@@ -44,6 +44,7 @@ pub enum Group {
 }
 
 impl Group {
+    /// Every group, in loss order.
     pub const ALL: [Group; 3] = [Group::Planner, Group::Renderer, Group::Rebased];
 
     /// Name in the loss parts and the metrics log.
@@ -61,6 +62,7 @@ impl Group {
 pub struct PackedFrame {
     /// 0: the clip; `1..`: the crops.
     pub sequence: usize,
+    /// Which copy of its latent the frame is.
     pub kind: FrameKind,
     /// Latent index in the clip's `L`-latent window (crop offset included).
     pub latent: usize,
@@ -69,6 +71,7 @@ pub struct PackedFrame {
 }
 
 impl PackedFrame {
+    /// The role the frame runs in: planner for clean and noised anchor copies, else renderer.
     pub fn role(&self) -> Role {
         match self.kind {
             FrameKind::Clean | FrameKind::Planner => Role::Planner,
@@ -76,10 +79,12 @@ impl PackedFrame {
         }
     }
 
+    /// Whether the frame is a noised input (a loss target), not a clean copy.
     pub fn is_noised(&self) -> bool {
         self.kind != FrameKind::Clean
     }
 
+    /// The loss group of a noised frame; `None` for a clean copy.
     pub fn group(&self) -> Option<Group> {
         match (self.kind, self.sequence) {
             (FrameKind::Clean, _) => None,
@@ -104,8 +109,11 @@ pub struct SequenceFrames {
 /// The packed frames, their attention rules, and where each sequence's frames are.
 #[derive(Clone, Debug)]
 pub struct PackedLayout {
+    /// Every frame of the packed sequence, in order.
     pub frames: Vec<PackedFrame>,
+    /// Frame-level attention rules: which frames each frame reads.
     pub mask: SegmentMask,
+    /// Where each sequence's frames are (0: the clip; `1..`: the crops).
     pub sequences: Vec<SequenceFrames>,
 }
 
@@ -168,10 +176,12 @@ impl PackedLayout {
         self.sequences.push(s);
     }
 
+    /// Number of packed frames.
     pub fn len(&self) -> usize {
         self.frames.len()
     }
 
+    /// Whether the layout holds no frame.
     pub fn is_empty(&self) -> bool {
         self.frames.is_empty()
     }

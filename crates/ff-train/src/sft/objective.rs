@@ -22,6 +22,8 @@ pub struct SftObjective {
 }
 
 impl SftObjective {
+    /// Validates `config` and builds the clip's contract (and the crops' when it has crops);
+    /// an invalid config is a [`TrainError::Config`](crate::TrainError::Config).
     pub fn new(config: SftConfig) -> Result<Self> {
         config.validate()?;
         let clip = config.contract(config.latents)?;
@@ -29,6 +31,7 @@ impl SftObjective {
         Ok(Self { config, clip, crop })
     }
 
+    /// The SFT config.
     pub fn config(&self) -> &SftConfig {
         &self.config
     }

@@ -26,7 +26,7 @@ pub struct Draw {
 
 impl Draw {
     /// Draws start, offsets, σ (uniform index of the shifted 1000-step table) and ε for a clip
-    /// of shape `latents` (checked by [`clip_shape`]).
+    /// of shape `latents` (checked by `clip_shape`).
     pub fn sample(config: &SftConfig, latents: &[usize], rng: &mut TrainRng) -> Self {
         let (window, crops) = (config.latents, config.rebased_crops);
         let start = rng.below(latents[1] - window + 1);

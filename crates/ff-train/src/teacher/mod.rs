@@ -63,6 +63,9 @@ pub struct TeacherObjective {
 }
 
 impl TeacherObjective {
+    /// The objective of `config` (its σ shift and text dropout; every frame in the base role),
+    /// `empty`: the empty prompt's embedding `[tokens, text_dim]` f32. A config that
+    /// [`TeacherConfig::dit_config`] rejects is an error.
     pub fn new(config: &TeacherConfig, empty: TensorData) -> crate::Result<Self> {
         config.dit_config()?;
         let flow = FlowMatchObjective { config: FlowMatchConfig::new().with_shift(config.shift).with_role(Role::Base) };

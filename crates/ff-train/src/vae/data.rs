@@ -19,6 +19,7 @@ use ff_world::{FPS, Scene, SceneConfig};
 /// one clip). The codec runs the N clips as one batch.
 #[derive(Clone, Debug)]
 pub struct VideoClip {
+    /// The frames, `[N, 3, T, H, W]` f32 in `[-1, 1]`.
     pub frames: TensorData,
 }
 
@@ -75,8 +76,10 @@ pub struct WorldClipsConfig {
     /// Frames per clip: `1 + 4k` (k ≥ 1 trains the causal cache; k = 0 single frames).
     #[config(default = 9)]
     pub frames: usize,
+    /// Frame width in pixels (a positive multiple of 8).
     #[config(default = 64)]
     pub width: usize,
+    /// Frame height in pixels (a positive multiple of 8).
     #[config(default = 64)]
     pub height: usize,
     /// Probability of a second object.
@@ -108,6 +111,8 @@ pub struct WorldClips {
 }
 
 impl WorldClips {
+    /// The clips of `config`; frames not `1 + 4k`, a width or height not a positive multiple of
+    /// 8, a bad crop or stack is a [`TrainError::Config`].
     pub fn new(config: WorldClipsConfig) -> crate::Result<Self> {
         let c = &config;
         if c.frames % 4 != 1 || !c.width.is_multiple_of(8) || !c.height.is_multiple_of(8) || c.width == 0 || c.height == 0 {
@@ -125,6 +130,7 @@ impl WorldClips {
         Ok(Self { config })
     }
 
+    /// The clips' config.
     pub fn config(&self) -> &WorldClipsConfig {
         &self.config
     }

@@ -42,10 +42,13 @@ pub struct VaeObjectiveConfig {
 /// The codec's reconstruction + β·KL objective.
 #[derive(Clone, Debug)]
 pub struct VaeObjective {
+    /// The loss weights and latent noise.
     pub config: VaeObjectiveConfig,
 }
 
 impl VaeObjective {
+    /// The objective of `config`; a negative or non-finite weight, or no reconstruction weight,
+    /// is a [`TrainError::Config`].
     pub fn new(config: VaeObjectiveConfig) -> crate::Result<Self> {
         let c = &config;
         if [c.l1_weight, c.mse_weight, c.kl_weight, c.temporal_weight, c.latent_noise].iter().any(|w| !w.is_finite() || *w < 0.0)

@@ -17,7 +17,9 @@ pub const FORMAT: &str = "flashforward-latent-clips/1";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Encoders {
+    /// The VAE that encoded the latents.
     pub vae: String,
+    /// The text encoder that embedded the prompts.
     pub text: String,
 }
 
@@ -27,6 +29,7 @@ pub struct Encoders {
 pub struct ClipEntry {
     /// The video's path relative to the videos directory.
     pub source: String,
+    /// The clip's caption.
     pub caption: String,
     /// Latent frames L.
     pub latents: usize,
@@ -34,9 +37,11 @@ pub struct ClipEntry {
     pub frame_size: [usize; 2],
     /// Shard file name in the dataset directory.
     pub shard: String,
+    /// Name of the latents tensor in the shard.
     pub latents_key: String,
     /// `[channels, L, h, w]`.
     pub latents_shape: Vec<usize>,
+    /// Name of the prompt-embedding tensor in the shard.
     pub prompt_key: String,
     /// `[tokens, text_dim]`.
     pub prompt_shape: Vec<usize>,
@@ -46,12 +51,16 @@ pub struct ClipEntry {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
+    /// Format tag and version ([`FORMAT`]).
     pub format: String,
+    /// The models that made the tensors.
     pub encoders: Encoders,
+    /// Every clip, in index order.
     pub clips: Vec<ClipEntry>,
 }
 
 impl Manifest {
+    /// An empty manifest of the current format.
     pub fn new(encoders: Encoders) -> Self {
         Self { format: FORMAT.into(), encoders, clips: Vec::new() }
     }

@@ -98,10 +98,12 @@ impl ShardDataset {
         Ok(Self { dir: dir.to_path_buf(), manifest, spans })
     }
 
+    /// The dataset's manifest.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
 
+    /// The dataset directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -9,6 +9,8 @@ use ff_model::dit::{ChunkKv, Keys, KvContext, LayerKv};
 use ff_sched::Contract;
 use kernels_cubecl::BlockTable;
 
+/// The key context of one packed renderer stage forward: the anchor bank plus the forward's own
+/// frames, with the contract's block table.
 pub struct RendererContext<'a, B: Backend> {
     contract: &'a Contract,
     bank: &'a [ChunkKv<B>],

@@ -30,6 +30,7 @@ pub struct Planned<B: AttentionBackend> {
 }
 
 impl<B: AttentionBackend> Planned<B> {
+    /// The same values moved to `device`.
     pub fn to_device(self, device: &B::Device) -> Self {
         let layer = |l: LayerKv<B>| LayerKv { k: l.k.to_device(device), v: l.v.to_device(device) };
         Planned {
@@ -66,6 +67,7 @@ impl<B: AttentionBackend> FrozenPlanner<B> {
         Self { model, drawn: Mutex::new(HashMap::new()) }
     }
 
+    /// The frozen planner DiT.
     pub fn model(&self) -> &WanDit<B> {
         &self.model
     }

@@ -37,7 +37,9 @@ use ff_sched::exec::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
 /// forwards), `frozen` the stages before it (e.g. `live.clone().no_grad()` on an autodiff
 /// backend; the same model on a plain one).
 pub struct Student<'a, B: AttentionBackend> {
+    /// The model with gradients: the exit stage and the clean-endpoint forwards.
     pub live: &'a WanDit<B>,
+    /// The model without gradients: the stages before the exit.
     pub frozen: &'a WanDit<B>,
 }
 
@@ -73,7 +75,9 @@ impl<B: AttentionBackend> Rollout<B> {
 /// One rollout option besides the exit: whether the renderer's exit-stage read of `A` is connected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AnchorRead {
+    /// The read keeps its gradient path to the planner (the paper's).
     Connected,
+    /// The read sees the bank detached: the renderer's loss does not reach the planner.
     Detached,
 }
 

@@ -1,12 +1,12 @@
 //! The score networks of Phase 2 and the DMD generator gradient (paper Sec. 3.2, App. C.2;
 //! Self-Forcing `model/dmd.py`).
 //!
-//! * [`ScoreNets`]: the frozen real score (teacher, classifier-free guidance against the
-//!   empty-prompt embedding) and the critic (fake score, the critic's LoRA), each on its own
+//! * [`Score`]: the frozen real score (teacher, classifier-free guidance against the
+//!   empty-prompt embedding) or the critic (fake score, the critic's LoRA), each on its own
 //!   device; inputs move there and predictions come back.
 //! * A score sees one tile at a time ([`tiles`]): `[head?, targets]` at positions `0..n` under
 //!   full attention, one timestep for all frames; head predictions are dropped.
-//! * [`ScoreNets::dmd_gradient`]: per tile, `x_t = (1 − σ)·x + σ·ε`, x₀-predictions
+//! * [`dmd_gradient`]: per tile, `x_t = (1 − σ)·x + σ·ε`, x₀-predictions
 //!   `p = x_t − σ·v̂` of both scores, `g = (p_fake − p_real) / mean|x − p_real|` (NaN → 0), on the
 //!   tile's targets. Everything here runs without gradient, in f32.
 
@@ -37,10 +37,13 @@ pub fn score_timestep(config: &DmdConfig, rng: &mut TrainRng) -> f64 {
 
 /// One score network with the prompt contexts it reads.
 pub struct Score<'a, B: AttentionBackend> {
+    /// The score network (teacher or critic), on its own device.
     pub model: &'a WanDit<B>,
+    /// The prompt's context.
     pub cond: TextContext<B>,
     /// The empty prompt's context (only when guidance ≠ 1).
     pub uncond: Option<TextContext<B>>,
+    /// Classifier-free guidance scale `s` (1: the prompt-only prediction).
     pub guidance: f64,
 }
 
