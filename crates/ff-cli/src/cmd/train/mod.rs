@@ -1,6 +1,6 @@
 //! `flashforward train`: the training commands. Each phase is a subcommand over the same runner
 //! (`ff_train::runner`: config file, loop, checkpoints, resume, metrics, export); this module
-//! adds the flags over the config ([`flags`]), the backend, Ctrl-C and the progress bar ([`run`],
+//! adds the flags over the config ([`flags`]), the backend, Ctrl-C and the progress bar ([`mod@run`],
 //! [`progress`]).
 
 mod combine;
