@@ -41,7 +41,7 @@ pub use ff_sched;
 pub use ff_sched::{Graph, ScheduleKind};
 #[cfg(feature = "train")]
 pub use ff_train;
-pub use generate::{Chunk, Pipeline, Report, euler_sample};
+pub use generate::{Chunk, Pipeline, Report};
 pub use model::files::{MODEL_DIR_ENV, default_model_dir};
 pub use model::{Model, ModelFiles};
 pub use plan::Plan;

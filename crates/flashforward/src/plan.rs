@@ -99,7 +99,8 @@ impl Model {
             Some(negative) => Some(prompt::read_as(student, negative).context("--negative-prompt")?),
             None => guided.then(String::new),
         };
-        let [height, width] = request.frame_size.unwrap_or(self.frame_size());
+        let [height, width] = self.frame_size();
+        let [height, width] = [request.height.unwrap_or(height), request.width.unwrap_or(width)];
         let latent_size = self.configs.latent_size(height, width)?;
         self.configs.check_latents(length.latents)?;
         if request.splice && !graph.nodes.iter().any(|n| n.kind == NodeKind::PlannerCache) {

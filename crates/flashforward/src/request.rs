@@ -131,8 +131,10 @@ pub struct Request {
     pub executor: Option<Executor>,
     /// Seed of the initial and re-noising noise.
     pub seed: u64,
-    /// Frame height and width in pixels (`None`: the model's).
-    pub frame_size: Option<[usize; 2]>,
+    /// Frame height in pixels (`None`: the model's).
+    pub height: Option<usize>,
+    /// Frame width in pixels (`None`: the model's).
+    pub width: Option<usize>,
     /// A prompt-embedding cache file (safetensors); a hit skips the text encoder.
     pub prompt_cache: Option<PathBuf>,
     /// Cut prompts longer than the encoder's tokens instead of refusing them.
@@ -155,7 +157,8 @@ impl Request {
             splice: false,
             executor: None,
             seed: 0,
-            frame_size: None,
+            height: None,
+            width: None,
             prompt_cache: None,
             truncate_prompt: false,
             stop: None,
@@ -214,7 +217,7 @@ impl Request {
 
     /// Frame height and width in pixels.
     pub fn frame_size(self, height: usize, width: usize) -> Self {
-        Self { frame_size: Some([height, width]), ..self }
+        Self { height: Some(height), width: Some(width), ..self }
     }
 
     /// A prompt-embedding cache file.

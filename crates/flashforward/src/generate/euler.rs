@@ -20,7 +20,7 @@ use crate::video::frames_from_tensor_data;
 
 /// The guided Euler steps of `sampler` on `model` from `noise` (`[1, C, L, h, w]`); returns the
 /// clean latents and the number of DiT forwards run.
-pub fn sample<B: AttentionBackend>(
+fn sample<B: AttentionBackend>(
     model: &WanDit<B>,
     noise: Tensor<B, 5>,
     sampler: &EulerSampler,

@@ -24,7 +24,6 @@ use ff_model::text::PromptEmbedding;
 use ff_model::vae::WanVae;
 use ff_sched::exec::{DitRunner, NoiseSpec, Roles, execute, execute_batched};
 
-pub use self::euler::sample as euler_sample;
 use self::splice::Splice;
 use self::stream::{Finished, InOrder, Stop, Streamed};
 use crate::error::{Context, Error, Result};

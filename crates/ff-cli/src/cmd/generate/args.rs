@@ -127,9 +127,7 @@ impl Args {
         if let Some(cache) = &self.prompt_cache {
             request = request.prompt_cache(cache);
         }
-        if self.height.is_some() || self.width.is_some() {
-            request.frame_size = Some([self.height.unwrap_or(0), self.width.unwrap_or(0)]);
-        }
+        (request.height, request.width) = (self.height, self.width);
         Ok(request.splice(self.splice).truncate_prompt(self.truncate_prompt))
     }
 }

@@ -40,11 +40,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let hub = hub_cache();
     let fallback = if args.hub { Fallback::Hub(hub.as_ref()) } else { Fallback::Default(&fallback_dir) };
     let model = Model::open(args.files.resolve(fallback)?)?;
-    let mut request = args.request()?;
-    if let Some(frame) = request.frame_size.as_mut() {
-        let [height, width] = model.frame_size();
-        *frame = [args.height.unwrap_or(height), args.width.unwrap_or(width)];
-    }
+    let request = args.request()?;
     let plan = model.plan(&request, args.devices.count())?;
     for note in &plan.notes {
         eprintln!("note: {note}");
@@ -59,8 +55,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         ),
         None => eprintln!("{}", plan.describe()),
     }
-    request = request.stop_flag(install_interrupt_flag()?);
-    let outcome = dispatch(&args.devices, args.precision, Generate { model, request, sink })?;
+    let (request, chunks) = (request.stop_flag(install_interrupt_flag()?), plan.graph.outputs().len());
+    let outcome = dispatch(&args.devices, args.precision, Generate { model, request, sink, chunks })?;
     report(&plan, &outcome)
 }
 
@@ -144,6 +140,8 @@ struct Generate {
     model: Model,
     request: Request,
     sink: VideoSink,
+    /// Output chunks of the plan (the progress bar's length).
+    chunks: usize,
 }
 
 /// What a generation left.
@@ -157,9 +155,8 @@ struct Outcome {
 impl BackendTask for Generate {
     type Output = Outcome;
     fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> Result<Outcome> {
-        let Generate { model, request, mut sink } = self;
+        let Generate { model, request, mut sink, chunks } = self;
         let pipe = Pipeline::<B>::load_on(model, &devices)?;
-        let chunks = pipe.plan(&request)?.graph.outputs().len();
         let mut progress = ChunkProgress::new(chunks);
         let mut failed = None;
         let report = pipe.generate_with(&request, |chunk| {
