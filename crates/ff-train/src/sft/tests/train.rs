@@ -149,3 +149,17 @@ fn tiny_model_overfits_one_packed_clip() {
     };
     assert!(objective.loss(&model, &short, &mut TrainRng::new(3)).err().unwrap().to_string().contains("≥ 12 latent frames"));
 }
+
+#[test]
+fn sft_conditions_on_the_context_generate_builds() {
+    // Cross-attention has no key mask: the zero rows up to `text_len` change its output, so the
+    // SFT objective must see the exact context `generate` builds (`PromptEmbedding::to_context`).
+    let model = DitConfig::tiny().with_text_len(8).init::<Ad>(&Default::default());
+    let clip = clip(3, 4);
+    let objective = SftObjective::new(small_config()).unwrap();
+    let sft = objective.context(&model, &clip).unwrap();
+    let embedding = ff_model::text::PromptEmbedding { data: clip.prompt.clone(), truncated: false, original_len: 5 };
+    let generate = embedding.to_context::<Ad>(model.config().text_len, &Default::default()).unwrap().unsqueeze::<3>();
+    assert_eq!(sft.dims(), [1, 8, 24]);
+    assert_eq!(sft.into_data(), generate.into_data());
+}
