@@ -216,7 +216,7 @@ where
     let moments = read_moments::<B::InnerBackend>(&dir.join(OPTIMIZER_FILE), &device)?;
 
     trainer.model = set_trainable(model, |p| trainable.contains(p));
-    trainer.ema = Ema::new(t.ema_decay, params(&ema, |p| trainable.contains(p)));
+    trainer.ema = Ema::new(t.ema_decay, t.ema_warmup, params(&ema, |p| trainable.contains(p)));
     trainer.optimizer.set_state(moments);
     trainer.sampler = Sampler::resume(state.train.seed, state.clips, state.cursor);
     trainer.rng = state.rng;

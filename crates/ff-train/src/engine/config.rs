@@ -85,6 +85,11 @@ pub struct TrainConfig {
     /// Rank of the role adapters.
     #[config(default = 256)]
     pub lora_rank: usize,
+    /// Whether the EMA warms up: the decay of optimizer step `s` (1-based) is
+    /// `min(ema_decay, s / (9 + s))` (0.1, 0.18, 0.25, …), so a short run exports its trained
+    /// weights; `false`: `ema_decay` from the first step (runs recorded before this key).
+    #[config(default = true)]
+    pub ema_warmup: bool,
     /// Adapter output scale is `lora_alpha / lora_rank`.
     #[config(default = 256.0)]
     pub lora_alpha: f64,
@@ -107,7 +112,8 @@ impl TrainConfig {
     pub fn deserialize_with_defaults<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         let recorded = serde_json::Value::deserialize(deserializer)?;
-        let mut merged = serde_json::to_value(TrainConfig::new()).map_err(D::Error::custom)?;
+        // A key newer than the record whose default changes behaviour keeps the old behaviour.
+        let mut merged = serde_json::to_value(TrainConfig::new().with_ema_warmup(false)).map_err(D::Error::custom)?;
         match (merged.as_object_mut(), recorded) {
             (Some(fields), serde_json::Value::Object(recorded)) => fields.extend(recorded),
             (_, other) => return Err(D::Error::custom(format!("a train config must be an object, got {other}"))),
