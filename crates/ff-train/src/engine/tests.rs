@@ -40,7 +40,7 @@ pub(crate) fn clips(n: usize) -> InMemoryClips {
             .map(|i| LatentClip {
                 latents: rng.normal_data(vec![16, 3, 4, 4]),
                 prompt: rng.normal_data(vec![5, 24]),
-                caption: format!("clip {i}"),
+                crops: None, caption: format!("clip {i}"),
             })
             .collect(),
     )

@@ -5,7 +5,7 @@
 use super::config::SftConfig;
 use super::layout::PackedLayout;
 use super::loss::grouped_loss;
-use super::pack::{Draw, Packed, clip_shape, pack};
+use super::pack::{Draw, Packed, clip_shape, crops_cover, pack};
 use crate::data::LatentClip;
 use crate::flow::padded_prompt;
 use crate::objective::{Loss, Objective};
@@ -65,7 +65,15 @@ impl SftObjective {
         let device = model.device();
         let text = model.text_context(self.context(model, clip)?);
         let layout = self.layout(&draw.offsets);
-        let Packed { inputs, targets, timesteps } = pack::<B>(&clip.latents, draw, &layout, &device);
+        let crops = match &clip.crops {
+            Some(crops) if self.crop.is_some() => {
+                let shape = clip_shape(&clip.latents, self.config.latents).map_err(|e| TrainError::Shape(format!("clip '{}': {e}", clip.caption)))?;
+                crops_cover(crops, &shape, self.config.crop_latents()).map_err(|e| TrainError::Shape(format!("clip '{}': {e}", clip.caption)))?;
+                Some(crops)
+            }
+            _ => None,
+        };
+        let Packed { inputs, targets, timesteps } = pack::<B>(&clip.latents, crops, draw, &layout, &device);
         let prediction = model.forward_packed(inputs, &[timesteps], &layout.frame_layout(), &text, &layout.mask)?;
         let (total, parts) = grouped_loss(prediction, targets, &layout);
         Ok(Loss { total, parts: parts.into_iter().map(|(g, l)| (g.name(), l.detach())).collect() })

@@ -103,7 +103,7 @@ where
     let clip = LatentClip {
         latents: rng.normal_data(vec![c.in_channels, a.shape.latents, a.shape.height, a.shape.width]),
         prompt: rng.normal_data(vec![a.shape.text_tokens, c.text_dim]),
-        caption: "random".into(),
+        crops: None, caption: "random".into(),
     };
     let frames = objective.layout(&objective.draw(&clip, &mut rng.clone())?.offsets).len();
     let mut optim =

@@ -19,6 +19,7 @@ fn clip(i: usize, l: usize) -> LatentClip {
     LatentClip {
         latents: TensorData::new(values(16 * l * 6, 1000.0 * i as f32), [16, l, 2, 3]),
         prompt: TensorData::new(values(tokens * 4, -1000.0 * i as f32), [tokens, 4]),
+        crops: None,
         caption: format!("caption {i}"),
     }
 }

@@ -18,7 +18,7 @@ type Ad = Autodiff<NdArray>;
 
 fn clip(frames: usize, seed: u64) -> LatentClip {
     let mut rng = TrainRng::new(seed);
-    LatentClip { latents: rng.normal_data(vec![16, frames, 4, 4]), prompt: rng.normal_data(vec![5, 24]), caption: format!("clip {seed}") }
+    LatentClip { latents: rng.normal_data(vec![16, frames, 4, 4]), prompt: rng.normal_data(vec![5, 24]), crops: None, caption: format!("clip {seed}") }
 }
 
 fn tiny_model(rank: usize) -> WanDit<Ad> {
@@ -92,7 +92,7 @@ fn gradients_reach_both_roles_and_cross_only_through_the_anchor_read() {
     // The renderer reads clean planner copies: its loss trains the planner role too.
     let layout = objective.layout(&draw.offsets);
     let device = Default::default();
-    let packed = crate::sft::pack::<Ad>(&clip.latents, &draw, &layout, &device);
+    let packed = crate::sft::pack::<Ad>(&clip.latents, None, &draw, &layout, &device);
     let group_loss = |g: Group| {
         let text = model.text_context(Tensor::<Ad, 2>::from_data(clip.prompt.clone(), &device).unsqueeze_dim(0));
         let prediction = model.forward_packed(
@@ -162,4 +162,48 @@ fn sft_conditions_on_the_context_generate_builds() {
     let generate = embedding.to_context::<Ad>(model.config().text_len, &Default::default()).unwrap().unsqueeze::<3>();
     assert_eq!(sft.dims(), [1, 8, 24]);
     assert_eq!(sft.into_data(), generate.into_data());
+}
+
+#[test]
+fn a_crops_first_latent_is_its_first_frame_encoded_alone_and_sft_trains_on_it() {
+    // The paper encodes the RGB crop: rebased position 0 is a causal first latent of one frame,
+    // as inference produces it. Reusing the clip's latents (the earlier behaviour, `crops: None`)
+    // gives the crop a first latent that summarises four frames.
+    let device = Default::default();
+    let vae = crate::dmd::tests::tiny_vae();
+    let video = Tensor::<NdArray, 5>::random([1, 3, 45, 16, 16], Distribution::Uniform(-1.0, 1.0), &device);
+    let latents = vae.normalize(vae.encode_mean(video.clone()).unwrap()).reshape([16, 12, 2, 2]).into_data();
+    let crops = crate::data::encode_crops(&vae, video.clone(), 8).unwrap();
+    assert_eq!(crops.shape.to_vec(), vec![4, 16, 8, 2, 2], "one crop of L − Δ latents per start latent 1..=Δ");
+    let alone = |o: usize| host(vae.normalize(vae.encode_mean(video.clone().narrow(2, 4 * o, 1)).unwrap()));
+    let crops_t = Tensor::<NdArray, 5>::from_data(crops.clone(), &device);
+    for o in 1..=4 {
+        assert_close(&host(crops_t.clone().narrow(0, o - 1, 1).narrow(2, 0, 1)), &alone(o), 1e-5);
+    }
+
+    // Phase 1 packs a crop from those latents: its position-0 frame is frame 4o encoded alone.
+    let objective = SftObjective::new(small_config()).unwrap();
+    let offsets = vec![1, 3];
+    let layout = objective.layout(&offsets);
+    let draw = Draw { start: 0, offsets, sigma: 0.5, noise: TensorData::zeros::<f32, _>([16, 12, 2, 2]) };
+    let first_of = |sequence: usize, crops: Option<&TensorData>| {
+        let f = layout.frames.iter().position(|f| f.sequence == sequence && f.position == 0).unwrap();
+        let packed = crate::sft::pack::<NdArray>(&latents, crops, &draw, &layout, &device);
+        host(packed.targets.narrow(2, f, 1).neg()) // ε = 0: the target is −x0
+    };
+    for (sequence, o) in [(1, 1), (2, 3)] {
+        assert_close(&first_of(sequence, Some(&crops)), &alone(o), 1e-5);
+        let reused = first_of(sequence, None);
+        assert!(reused.iter().zip(alone(o)).any(|(a, b)| (a - b).abs() > 1e-3), "the clip's latent {o} is not its frame {} alone", 4 * o);
+    }
+}
+
+fn host<const D: usize>(t: Tensor<NdArray, D>) -> Vec<f32> {
+    t.into_data().to_vec::<f32>().unwrap()
+}
+
+fn assert_close(got: &[f32], want: &[f32], tolerance: f32) {
+    assert_eq!(got.len(), want.len());
+    let worst = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    assert!(worst <= tolerance, "largest difference {worst}");
 }
