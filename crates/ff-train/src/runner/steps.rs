@@ -52,6 +52,7 @@ impl<B: AttentionBackend, O: Objective<Autodiff<B>> + Sync> Steps for Engine<'_,
     fn restore(&mut self, dir: &Path) -> Result<()> {
         restore(&mut self.trainer, dir)
     }
+        checkpoint::check_base(dir, self.base)?;
 }
 
 /// Phase 2's trainer; `critic_base`: the critic's base weights its checkpoints name.
@@ -88,6 +89,7 @@ impl<B: AttentionBackend> Steps for DmdSteps<B> {
     fn restore(&mut self, dir: &Path) -> Result<()> {
         self.trainer.restore(dir)
     }
+        checkpoint::check_base(&dir.join(crate::dmd::CRITIC_DIR), Some(&self.critic_base))?;
 }
 
 /// The small world's codec trainer; `described`: the VAE config its checkpoints record (and
