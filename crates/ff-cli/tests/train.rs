@@ -32,8 +32,12 @@ fn setup(root: &Path) -> (PathBuf, PathBuf) {
     let mut writer = ShardWriter::open(&data, encoders, 2).unwrap();
     let mut rng = TrainRng::new(9);
     for i in 0..3 {
-        let clip =
-            LatentClip { latents: rng.normal_data(vec![16, 12, 4, 4]), prompt: rng.normal_data(vec![5, 24]), crops: None, caption: format!("clip {i}") };
+        let clip = LatentClip {
+            latents: rng.normal_data(vec![16, 12, 4, 4]),
+            prompt: rng.normal_data(vec![5, 24]),
+            crops: None,
+            caption: format!("clip {i}"),
+        };
         writer.push(&format!("v{i}.mp4"), [32, 32], &clip).unwrap();
     }
     writer.finish().unwrap();

@@ -67,8 +67,10 @@ impl SftObjective {
         let layout = self.layout(&draw.offsets);
         let crops = match &clip.crops {
             Some(crops) if self.crop.is_some() => {
-                let shape = clip_shape(&clip.latents, self.config.latents).map_err(|e| TrainError::Shape(format!("clip '{}': {e}", clip.caption)))?;
-                crops_cover(crops, &shape, self.config.crop_latents()).map_err(|e| TrainError::Shape(format!("clip '{}': {e}", clip.caption)))?;
+                let shape = clip_shape(&clip.latents, self.config.latents)
+                    .map_err(|e| TrainError::Shape(format!("clip '{}': {e}", clip.caption)))?;
+                crops_cover(crops, &shape, self.config.crop_latents())
+                    .map_err(|e| TrainError::Shape(format!("clip '{}': {e}", clip.caption)))?;
                 Some(crops)
             }
             _ => None,

@@ -73,14 +73,26 @@ pub fn clip_shape(latents: &TensorData, window: usize) -> std::result::Result<Ve
 pub fn crops_cover(crops: &TensorData, clip: &[usize], crop_len: usize) -> std::result::Result<(), String> {
     let s = &crops.shape;
     if s.len() != 5 || s[2] != crop_len || s[0] + crop_len != clip[1] || (s[1], s[3], s[4]) != (clip[0], clip[2], clip[3]) {
-        return Err(format!("crop latents {s:?} must be [{}, {}, {crop_len}, {}, {}] (one crop of L − Δ latents per offset)", clip[1].saturating_sub(crop_len), clip[0], clip[2], clip[3]));
+        return Err(format!(
+            "crop latents {s:?} must be [{}, {}, {crop_len}, {}, {}] (one crop of L − Δ latents per offset)",
+            clip[1].saturating_sub(crop_len),
+            clip[0],
+            clip[2],
+            clip[3]
+        ));
     }
     Ok(())
 }
 
 /// Gathers the packed frames of `layout` from the clip window (and the crops' own latents
 /// `crops`, checked by [`crops_cover`]) and noises them.
-pub fn pack<B: Backend>(latents: &TensorData, crops: Option<&TensorData>, draw: &Draw, layout: &PackedLayout, device: &B::Device) -> Packed<B> {
+pub fn pack<B: Backend>(
+    latents: &TensorData,
+    crops: Option<&TensorData>,
+    draw: &Draw,
+    layout: &PackedLayout,
+    device: &B::Device,
+) -> Packed<B> {
     let window = draw.noise.shape[1];
     let clip = Tensor::<B, 4>::from_data(latents.clone(), device).narrow(1, draw.start, window);
     let noise = Tensor::<B, 4>::from_data(draw.noise.clone(), device);

@@ -78,7 +78,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         false => dispatch(
             &args.devices,
             Precision::F32,
-            Encode { scenes, writer, text, vae, vae_config, frames: frames_for_seconds(args.scenes.seconds), crop_latents: args.crop_latents },
+            Encode {
+                scenes,
+                writer,
+                text,
+                vae,
+                vae_config,
+                frames: frames_for_seconds(args.scenes.seconds),
+                crop_latents: args.crop_latents,
+            },
         )?,
     };
     println!("{}: {} clips ({added} added)", args.out.display(), kept + added);

@@ -117,7 +117,10 @@ impl Manifest {
                 (None, None) => {}
                 (Some(_), Some(c)) if crops_fit(c, &clip.latents_shape) => {}
                 (Some(_), Some(c)) => {
-                    return Err(format!("{at}: crops_shape {c:?} is not [L − L_c, channels, L_c, h, w] of latents {:?}", clip.latents_shape));
+                    return Err(format!(
+                        "{at}: crops_shape {c:?} is not [L − L_c, channels, L_c, h, w] of latents {:?}",
+                        clip.latents_shape
+                    ));
                 }
                 _ => return Err(format!("{at}: crops_key and crops_shape go together")),
             }

@@ -12,14 +12,16 @@ use super::manifest::{ClipEntry, Encoders, MANIFEST, Manifest, crops_fit};
 use crate::data::LatentClip;
 use crate::{Result, TrainError};
 
+/// A tensor of a clip not yet written: key, shape and little-endian f32 bytes.
+type Pending = (String, Vec<usize>, Vec<u8>);
+
 /// Appends clips to a dataset directory.
 pub struct ShardWriter {
     dir: PathBuf,
     manifest: Manifest,
     clips_per_shard: usize,
-    /// Clips of the shard being filled, with their tensors' keys, shapes and little-endian f32
-    /// bytes.
-    pending: Vec<(ClipEntry, Vec<(String, Vec<usize>, Vec<u8>)>)>,
+    /// Clips of the shard being filled, with their tensors.
+    pending: Vec<(ClipEntry, Vec<Pending>)>,
     /// (source, caption) of every clip in the manifest or pending.
     known: HashSet<(String, String)>,
 }
@@ -96,7 +98,8 @@ impl ShardWriter {
         ];
         if let (Some(key), Some(shape), Some(crops)) = (&entry.crops_key, &entry.crops_shape, &clip.crops) {
             if !crops_fit(shape, latents_shape) {
-                let message = format!("crops of {source} have shape {shape:?}, expected [L − L_c, channels, L_c, h, w] of latents {latents_shape:?}");
+                let message =
+                    format!("crops of {source} have shape {shape:?}, expected [L − L_c, channels, L_c, h, w] of latents {latents_shape:?}");
                 return Err(TrainError::Data { path: self.dir.join(MANIFEST), message });
             }
             tensors.push((key.clone(), shape.clone(), le_bytes(crops)));
@@ -118,7 +121,9 @@ impl ShardWriter {
         let views = self
             .pending
             .iter()
-            .flat_map(|(_, tensors)| tensors.iter().map(|(key, shape, bytes)| (key.clone(), TensorView::new(Dtype::F32, shape.clone(), bytes))))
+            .flat_map(|(_, tensors)| {
+                tensors.iter().map(|(key, shape, bytes)| (key.clone(), TensorView::new(Dtype::F32, shape.clone(), bytes)))
+            })
             .map(|(key, view)| view.map(|v| (key, v)))
             .collect::<std::result::Result<HashMap<_, _>, _>>()
             .map_err(|e| TrainError::Data { path: shard.clone(), message: e.to_string() })?;

@@ -50,7 +50,8 @@ fn clips(n: usize) -> crate::data::InMemoryClips {
     let clip = |i| crate::data::LatentClip {
         latents: rng.normal_data(vec![16, 3, 2, 2]),
         prompt: rng.normal_data(vec![5, 24]),
-        crops: None, caption: format!("clip {i}"),
+        crops: None,
+        caption: format!("clip {i}"),
     };
     crate::data::InMemoryClips((0..n).map(clip).collect())
 }
