@@ -35,6 +35,21 @@ impl Trainable {
     }
 }
 
+/// Which activations the backward pass keeps (`[train] checkpointing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Checkpointing {
+    /// Every activation an op needs for its gradient is kept from the forward pass.
+    None,
+    /// Burn's `BalancedCheckpointing` strategy of `Autodiff<B, C>`: the outputs of memory-bound
+    /// ops (element-wise maps, norms' arithmetic, modulation, GELU, ...) are recomputed during
+    /// the backward pass from kept inputs instead of being stored. The gradients are bit-identical
+    /// (same kernels on the same inputs). Measured at the `small` preset it does not lower the
+    /// step's peak memory, it raises it (docs/BENCHMARKS.md, section 9); per-block recompute is
+    /// not implemented.
+    Blocks,
+}
+
 /// The engine's hyper-parameters.
 #[derive(Config, Debug, PartialEq)]
 pub struct TrainConfig {
@@ -72,6 +87,11 @@ pub struct TrainConfig {
     /// Decay of the exponential moving average of the trainable parameters.
     #[config(default = 0.999)]
     pub ema_decay: f64,
+    /// Whether the EMA warms up: the decay of optimizer step `s` (1-based) is
+    /// `min(ema_decay, s / (9 + s))` (0.1, 0.18, 0.25, …), so a short run exports its trained
+    /// weights; `false`: `ema_decay` from the first step (runs recorded before this key).
+    #[config(default = true)]
+    pub ema_warmup: bool,
     /// Clips per optimizer step, over all devices and accumulation steps.
     #[config(default = 128)]
     pub batch: usize,
@@ -85,11 +105,6 @@ pub struct TrainConfig {
     /// Rank of the role adapters.
     #[config(default = 256)]
     pub lora_rank: usize,
-    /// Whether the EMA warms up: the decay of optimizer step `s` (1-based) is
-    /// `min(ema_decay, s / (9 + s))` (0.1, 0.18, 0.25, …), so a short run exports its trained
-    /// weights; `false`: `ema_decay` from the first step (runs recorded before this key).
-    #[config(default = true)]
-    pub ema_warmup: bool,
     /// Adapter output scale is `lora_alpha / lora_rank`.
     #[config(default = 256.0)]
     pub lora_alpha: f64,
@@ -103,6 +118,9 @@ pub struct TrainConfig {
     /// Checkpoints kept on disk (older ones are removed after a newer one is complete).
     #[config(default = 2)]
     pub keep_checkpoints: usize,
+    /// Activation checkpointing of the backward pass ([`Checkpointing`]).
+    #[config(default = "Checkpointing::None")]
+    pub checkpointing: Checkpointing,
 }
 
 impl TrainConfig {

@@ -17,6 +17,7 @@
 use super::{StepShape, gib, param_counts, proc_status};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use ff_model::AttentionBackend;
@@ -43,6 +44,17 @@ pub struct Args {
     /// Timed steps (after one warm-up step).
     #[arg(long, default_value_t = 2)]
     iters: usize,
+    /// Activation checkpointing of the backward pass (`[train] checkpointing`): `none` or
+    /// `blocks`. Compare peaks across separate runs: the allocator keeps freed pages resident.
+    #[arg(long, value_enum, default_value = "none")]
+    checkpointing: CheckpointingArg,
+}
+
+/// `--checkpointing`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum CheckpointingArg {
+    None,
+    Blocks,
 }
 
 struct Row {
@@ -80,7 +92,10 @@ struct Bench<'a> {
 impl BackendTask for Bench<'_> {
     type Output = Row;
     fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> anyhow::Result<Row> {
-        bench::<Autodiff<B>>(self.name, self.args, &devices[0])
+        match self.args.checkpointing {
+            CheckpointingArg::None => bench::<Autodiff<B>>(self.name, self.args, &devices[0]),
+            CheckpointingArg::Blocks => bench::<Autodiff<B, BalancedCheckpointing>>(self.name, self.args, &devices[0]),
+        }
     }
 }
 
@@ -103,7 +118,8 @@ where
     let clip = LatentClip {
         latents: rng.normal_data(vec![c.in_channels, a.shape.latents, a.shape.height, a.shape.width]),
         prompt: rng.normal_data(vec![a.shape.text_tokens, c.text_dim]),
-        crops: None, caption: "random".into(),
+        crops: None,
+        caption: "random".into(),
     };
     let frames = objective.layout(&objective.draw(&clip, &mut rng.clone())?.offsets).len();
     let mut optim =
@@ -183,8 +199,16 @@ impl Plan {
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
-        "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
-        a.devices, a.precision, a.shape.latents, a.shape.height, a.shape.width, a.shape.text_tokens, a.shape.lora_rank, a.trainable
+        "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}, checkpointing {:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
+        a.devices,
+        a.precision,
+        a.checkpointing,
+        a.shape.latents,
+        a.shape.height,
+        a.shape.width,
+        a.shape.text_tokens,
+        a.shape.lora_rank,
+        a.trainable
     );
     println!("| preset | packed frames | tokens | trainable params | seconds/step | steps/s | RSS before step | peak RSS during step |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");

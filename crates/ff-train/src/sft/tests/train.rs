@@ -18,7 +18,12 @@ type Ad = Autodiff<NdArray>;
 
 fn clip(frames: usize, seed: u64) -> LatentClip {
     let mut rng = TrainRng::new(seed);
-    LatentClip { latents: rng.normal_data(vec![16, frames, 4, 4]), prompt: rng.normal_data(vec![5, 24]), crops: None, caption: format!("clip {seed}") }
+    LatentClip {
+        latents: rng.normal_data(vec![16, frames, 4, 4]),
+        prompt: rng.normal_data(vec![5, 24]),
+        crops: None,
+        caption: format!("clip {seed}"),
+    }
 }
 
 fn tiny_model(rank: usize) -> WanDit<Ad> {
@@ -206,4 +211,29 @@ fn assert_close(got: &[f32], want: &[f32], tolerance: f32) {
     assert_eq!(got.len(), want.len());
     let worst = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
     assert!(worst <= tolerance, "largest difference {worst}");
+}
+
+#[test]
+fn block_checkpointing_gives_the_gradients_of_the_full_graph() {
+    // `checkpointing = "blocks"` (Burn's balanced strategy) recomputes the memory-bound ops'
+    // outputs in the backward pass with the same kernels on the same inputs: the gradients are
+    // expected bit for bit (tolerance 0), every parameter of the model included.
+    use crate::engine::params::gradients;
+    use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+    use burn::module::AutodiffModule;
+    type Ck = Autodiff<NdArray, BalancedCheckpointing>;
+    let full = tiny_model(4);
+    let checkpointed = WanDit::<Ck>::from_inner(full.valid());
+    let objective = SftObjective::new(small_config()).unwrap();
+    let clip = clip(12, 6);
+    let draw = objective.draw(&clip, &mut TrainRng::new(8)).unwrap();
+    let bits = |map: crate::engine::params::ParamMap<NdArray>| -> Vec<(String, Vec<u32>)> {
+        map.into_iter().map(|(k, v)| (k, v.into_data().to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect())).collect()
+    };
+    let a = objective.loss_of(&full, &clip, &draw).unwrap().total;
+    let b = objective.loss_of(&checkpointed, &clip, &draw).unwrap().total;
+    assert_eq!(a.clone().into_scalar().to_bits(), b.clone().into_scalar().to_bits());
+    let (ga, gb) = (gradients(&full, &a.backward()), gradients(&checkpointed, &b.backward()));
+    assert!(ga.len() > 100 && ga.len() == gb.len(), "{} and {} gradients", ga.len(), gb.len());
+    assert_eq!(bits(ga), bits(gb));
 }
