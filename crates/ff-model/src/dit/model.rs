@@ -10,6 +10,9 @@
 //!   a frame-level [`SegmentMask`], attended as a block table (differentiable; the packed SFT
 //!   layout).
 //! * [`WanDit::forward`]: a whole clip at positions `0..frames` (the reference model's forward).
+//! * [`WanDit::forward_chunk_shard`], [`WanDit::forward_packed_shard`]: one device's shard of a
+//!   context-parallel chunk or packed forward (whole frames per shard, K/V all-gathered per
+//!   layer; `dit::parallel`).
 //!
 //! Precision: the token path runs in the parameters' dtype (e.g. bf16); the time embedding, its
 //! projection, the modulation, the norms, RoPE and the residual stream run in f32, and the
@@ -21,6 +24,7 @@ use super::config::DitConfig;
 use super::embed::{Mlp, PatchEmbed, linear_f32, timestep_features};
 use super::kv::{ChunkKv, KvContext, SegmentContext, TextContext};
 use super::layout::{FrameLayout, SegmentMask};
+use super::parallel::Shard;
 use super::rope::Rope;
 use crate::error::{ModelError, Result};
 use crate::lora::{LoraConfig, Role, RoleSelect};
@@ -193,7 +197,7 @@ impl<B: AttentionBackend> WanDit<B> {
         text: &TextContext<B>,
         ctx: &dyn KvContext<B>,
     ) -> Result<ChunkOutput<B>> {
-        let (prediction, kv) = self.run(latents, timesteps, layouts, text, Attend::Context(ctx), true)?;
+        let (prediction, kv) = self.run(latents, timesteps, layouts, text, Attend::Context(ctx), true, None)?;
         Ok(ChunkOutput { prediction, kv: ChunkKv { layers: kv } })
     }
 
@@ -212,14 +216,54 @@ impl<B: AttentionBackend> WanDit<B> {
         let [_, _, _, h, w] = latents.dims();
         let [_, ph, pw] = self.config.patch_size;
         let table = mask.block_table(h / ph * (w / pw));
-        Ok(self.run(latents, timesteps, std::slice::from_ref(layout), text, Attend::Packed(table), false)?.0)
+        Ok(self.run(latents, timesteps, std::slice::from_ref(layout), text, Attend::Packed(table), false, None)?.0)
     }
 
     /// A whole clip at positions `0..frames` with full attention (the reference forward).
     pub fn forward(&self, latents: Tensor<B, 5>, timesteps: &[Vec<f64>], text: &TextContext<B>, role: Role) -> Result<Tensor<B, 5>> {
         let frames = latents.dims()[2] / self.config.patch_size[0];
         let layout = FrameLayout::chunk(0, frames, role);
-        Ok(self.run(latents, timesteps, &[layout], text, Attend::Context(&SegmentContext::empty()), false)?.0)
+        Ok(self.run(latents, timesteps, &[layout], text, Attend::Context(&SegmentContext::empty()), false, None)?.0)
+    }
+
+    /// This device's shard of a context-parallel chunk forward ([`super::parallel`]): `latents`
+    /// `[batch, C_in, shard.frames.len(), height, width]` and `timesteps` hold frames
+    /// `shard.frames` of the whole forward, whose layout is `layout`; `ctx` supplies the context
+    /// on this device. Returns the shard's prediction and the whole forward's K/V (gathered, on
+    /// this device, ready to publish).
+    pub fn forward_chunk_shard(
+        &self,
+        latents: Tensor<B, 5>,
+        timesteps: &[Vec<f64>],
+        layout: &FrameLayout,
+        text: &TextContext<B>,
+        ctx: &dyn KvContext<B>,
+        shard: &Shard<'_, B>,
+    ) -> Result<ChunkOutput<B>> {
+        let own = shard.layout(layout)?;
+        let (prediction, kv) = self.run(latents, timesteps, &[own], text, Attend::Context(ctx), true, Some(shard))?;
+        Ok(ChunkOutput { prediction, kv: ChunkKv { layers: kv } })
+    }
+
+    /// This device's shard of a context-parallel packed forward ([`WanDit::forward_packed`] over
+    /// the whole `layout` and `mask`; `latents` and `timesteps` hold frames `shard.frames`).
+    pub fn forward_packed_shard(
+        &self,
+        latents: Tensor<B, 5>,
+        timesteps: &[Vec<f64>],
+        layout: &FrameLayout,
+        text: &TextContext<B>,
+        mask: &SegmentMask,
+        shard: &Shard<'_, B>,
+    ) -> Result<Tensor<B, 5>> {
+        if mask.frames() != layout.len() {
+            return Err(ModelError::Input(format!("mask covers {} frames, layout {}", mask.frames(), layout.len())));
+        }
+        let own = shard.layout(layout)?;
+        let [_, _, _, h, w] = latents.dims();
+        let [_, ph, pw] = self.config.patch_size;
+        let table = mask.block_table(h / ph * (w / pw));
+        Ok(self.run(latents, timesteps, &[own], text, Attend::Packed(table), false, Some(shard))?.0)
     }
 
     fn check_inputs(&self, dims: [usize; 5], timesteps: &[Vec<f64>], layouts: &[FrameLayout]) -> Result<()> {
@@ -255,6 +299,7 @@ impl<B: AttentionBackend> WanDit<B> {
         text: &TextContext<B>,
         attend: Attend<B>,
         publish: bool,
+        shard: Option<&Shard<'_, B>>,
     ) -> Result<(Tensor<B, 5>, Vec<super::kv::LayerKv<B>>)> {
         let dims = latents.dims();
         self.check_inputs(dims, timesteps, layouts)?;
@@ -285,10 +330,15 @@ impl<B: AttentionBackend> WanDit<B> {
         let mut x = self.patch_embedding.forward(latents.cast(dtype)).reshape([b, fp, hp * wp, dim]);
         let mut published = Vec::with_capacity(if publish { self.blocks.len() } else { 0 });
         for (layer, block) in self.blocks.iter().enumerate() {
-            let (y, own) = block.forward(x, e.clone(), &rope, &roles, &text.layers[layer], &attend, layer);
-            x = y;
+            let pending = block.begin(x, e.clone(), &rope, &roles);
+            let keys = match shard {
+                None => pending.own.clone(),
+                Some(s) => s.exchange.all_gather(layer, pending.own.clone())?,
+            };
+            let rows = shard.map(|s| s.frames.start * hp * wp..s.frames.end * hp * wp);
+            x = block.finish(pending, &keys, rows, &roles, &text.layers[layer], &attend, layer);
             if publish {
-                published.push(own);
+                published.push(keys);
             }
         }
         let out = self.head.forward(x, temb).cast(DType::F32);
