@@ -14,10 +14,11 @@
 //! - CP exchanges: a planner forward over `f` latent frames sharded over `D` devices by whole
 //!   frames (the largest shard has `⌈f/D⌉` frames) all-gathers each layer's K and V: a ring of
 //!   `D − 1` steps, each moving one shard's K/V of that layer, so `layers · (D − 1) · (α +
-//!   shard_bytes/β)` seconds per pass and `layers · D · (D − 1) · shard_bytes` bytes over all
-//!   devices. The all-gather leaves every shard the whole K/V, so a published anchor needs no
-//!   further transfer to the CP devices, and latents stay sharded between the steps of a block
-//!   (each device advances its own frames);
+//!   shard_bytes/β)` seconds per pass and `layers · A · (D − 1) · shard_bytes` bytes over all
+//!   devices, `A = min(D, f)` shards holding frames (the others only receive). The all-gather
+//!   leaves every shard the whole K/V, so a published anchor needs no further transfer to the CP
+//!   devices; the shards' predictions are gathered after each forward too (a latent's bytes, under
+//!   1% of the K/V's: not counted);
 //! - the role-weight swap: a device that runs planner forwards and then renders (the shared
 //!   prologue; every device under CP) loads the renderer's weights from host memory before its
 //!   first renderer forward, `role_weight_bytes` over the host link (paper A.2: "the planner
@@ -164,12 +165,13 @@ pub(super) fn sharded_forward(frame_seconds: f64, frames: usize, passes: usize, 
     let compute = compute * m.efficiency(frames) / m.efficiency(shard);
     let shard_bytes = m.traffic.layer_kv_bytes(shard);
     let (layers, steps) = (m.traffic.kv.layers as f64, (shards - 1) as f64);
-    // one device's ring: D − 1 steps per layer; every device runs one at once
+    // one device's ring: D − 1 steps per layer; each of the `active` shards (fewer than D when
+    // the forward has fewer frames) sends its K/V to the D − 1 others
+    let active = frames.min(shards) as f64;
     let exchange = passes as f64 * layers * steps * m.link.seconds(shard_bytes);
-    let bytes = passes as f64 * layers * shards as f64 * steps * shard_bytes;
     ForwardCost {
         seconds: compute + exchange + passes as f64 * m.cp_overhead_seconds,
-        comm_seconds: exchange * shards as f64,
-        comm_bytes: bytes,
+        comm_seconds: exchange * active,
+        comm_bytes: passes as f64 * layers * active * steps * shard_bytes,
     }
 }
