@@ -10,9 +10,8 @@
 //!   a frame-level [`SegmentMask`], attended as a block table (differentiable; the packed SFT
 //!   layout).
 //! * [`WanDit::forward`]: a whole clip at positions `0..frames` (the reference model's forward).
-//! * [`WanDit::forward_chunk_shard`], [`WanDit::forward_packed_shard`]: one device's shard of a
-//!   context-parallel chunk or packed forward (whole frames per shard, K/V all-gathered per
-//!   layer; `dit::parallel`).
+//! * [`WanDit::forward_shard`]: one device's shard of a context-parallel chunk or packed forward
+//!   (whole frames per shard, K/V all-gathered per layer; `dit::parallel`).
 //!
 //! Precision: the token path runs in the parameters' dtype (e.g. bf16); the time embedding, its
 //! projection, the modulation, the norms, RoPE and the residual stream run in f32, and the
@@ -24,7 +23,7 @@ use super::config::DitConfig;
 use super::embed::{Mlp, PatchEmbed, linear_f32, timestep_features};
 use super::kv::{ChunkKv, KvContext, SegmentContext, TextContext};
 use super::layout::{FrameLayout, SegmentMask};
-use super::parallel::Shard;
+use super::parallel::{Shard, ShardReads};
 use super::rope::Rope;
 use crate::error::{ModelError, Result};
 use crate::lora::{LoraConfig, Role, RoleSelect};
@@ -34,6 +33,7 @@ use burn::nn::LinearConfig;
 use burn::tensor::activation::silu;
 use burn::tensor::{DType, Int, Tensor};
 use kernels_cubecl::AttentionBackend;
+use kernels_cubecl::BlockTable;
 use kernels_cubecl::gelu_tanh;
 
 /// The Wan2.1 text-to-video diffusion transformer, with optional planner/renderer roles.
@@ -210,13 +210,18 @@ impl<B: AttentionBackend> WanDit<B> {
         text: &TextContext<B>,
         mask: &SegmentMask,
     ) -> Result<Tensor<B, 5>> {
+        let table = self.packed_table(&latents, layout, mask)?;
+        Ok(self.run(latents, timesteps, std::slice::from_ref(layout), text, Attend::Packed(table), false, None)?.0)
+    }
+
+    /// The block table of a packed forward's frame rules (checked against its layout).
+    fn packed_table(&self, latents: &Tensor<B, 5>, layout: &FrameLayout, mask: &SegmentMask) -> Result<BlockTable> {
         if mask.frames() != layout.len() {
             return Err(ModelError::Input(format!("mask covers {} frames, layout {}", mask.frames(), layout.len())));
         }
         let [_, _, _, h, w] = latents.dims();
         let [_, ph, pw] = self.config.patch_size;
-        let table = mask.block_table(h / ph * (w / pw));
-        Ok(self.run(latents, timesteps, std::slice::from_ref(layout), text, Attend::Packed(table), false, None)?.0)
+        Ok(mask.block_table(h / ph * (w / pw)))
     }
 
     /// A whole clip at positions `0..frames` with full attention (the reference forward).
@@ -226,44 +231,26 @@ impl<B: AttentionBackend> WanDit<B> {
         Ok(self.run(latents, timesteps, &[layout], text, Attend::Context(&SegmentContext::empty()), false, None)?.0)
     }
 
-    /// This device's shard of a context-parallel chunk forward ([`super::parallel`]): `latents`
+    /// This device's shard of a context-parallel forward ([`super::parallel`]): `latents`
     /// `[batch, C_in, shard.frames.len(), height, width]` and `timesteps` hold frames
-    /// `shard.frames` of the whole forward, whose layout is `layout`; `ctx` supplies the context
-    /// on this device. Returns the shard's prediction and the whole forward's K/V (gathered, on
-    /// this device, ready to publish).
-    pub fn forward_chunk_shard(
+    /// `shard.frames` of the whole forward, whose layout is `layout`; `reads` is the whole
+    /// forward's ([`ShardReads`]). Returns the shard's prediction and, for a chunk forward, the
+    /// whole forward's K/V (gathered, on this device, ready to publish; none for a packed one).
+    pub fn forward_shard(
         &self,
+        shard: &Shard<'_, B>,
         latents: Tensor<B, 5>,
         timesteps: &[Vec<f64>],
         layout: &FrameLayout,
         text: &TextContext<B>,
-        ctx: &dyn KvContext<B>,
-        shard: &Shard<'_, B>,
+        reads: ShardReads<'_, B>,
     ) -> Result<ChunkOutput<B>> {
-        let own = shard.layout(layout)?;
-        let (prediction, kv) = self.run(latents, timesteps, &[own], text, Attend::Context(ctx), true, Some(shard))?;
+        let (attend, publish) = match reads {
+            ShardReads::Context(ctx) => (Attend::Context(ctx), true),
+            ShardReads::Packed(mask) => (Attend::Packed(self.packed_table(&latents, layout, mask)?), false),
+        };
+        let (prediction, kv) = self.run(latents, timesteps, &[shard.layout(layout)?], text, attend, publish, Some(shard))?;
         Ok(ChunkOutput { prediction, kv: ChunkKv { layers: kv } })
-    }
-
-    /// This device's shard of a context-parallel packed forward ([`WanDit::forward_packed`] over
-    /// the whole `layout` and `mask`; `latents` and `timesteps` hold frames `shard.frames`).
-    pub fn forward_packed_shard(
-        &self,
-        latents: Tensor<B, 5>,
-        timesteps: &[Vec<f64>],
-        layout: &FrameLayout,
-        text: &TextContext<B>,
-        mask: &SegmentMask,
-        shard: &Shard<'_, B>,
-    ) -> Result<Tensor<B, 5>> {
-        if mask.frames() != layout.len() {
-            return Err(ModelError::Input(format!("mask covers {} frames, layout {}", mask.frames(), layout.len())));
-        }
-        let own = shard.layout(layout)?;
-        let [_, _, _, h, w] = latents.dims();
-        let [_, ph, pw] = self.config.patch_size;
-        let table = mask.block_table(h / ph * (w / pw));
-        Ok(self.run(latents, timesteps, &[own], text, Attend::Packed(table), false, Some(shard))?.0)
     }
 
     fn check_inputs(&self, dims: [usize; 5], timesteps: &[Vec<f64>], layouts: &[FrameLayout]) -> Result<()> {

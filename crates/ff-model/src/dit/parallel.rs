@@ -72,6 +72,14 @@ pub trait KvExchange<B: Backend> {
     fn all_gather(&self, layer: usize, own: LayerKv<B>) -> Result<LayerKv<B>>;
 }
 
+/// What the whole of a context-parallel forward reads ([`super::WanDit::forward_shard`]).
+pub enum ShardReads<'a, B: Backend> {
+    /// A chunk forward over published K/V (this device's copy of the context).
+    Context(&'a dyn super::kv::KvContext<B>),
+    /// A packed forward under frame-level rules.
+    Packed(&'a super::layout::SegmentMask),
+}
+
 /// One shard of a context-parallel forward: its frames of the whole forward and its exchange.
 pub struct Shard<'a, B: Backend> {
     /// The shard's frames, a run of the whole forward's frames.

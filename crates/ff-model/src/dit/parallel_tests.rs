@@ -58,7 +58,8 @@ fn a_sharded_chunk_forward_equals_the_unsharded_one_bit_for_bit() {
     for d in [2, 3] {
         let outs = context_parallel::<B, _>(&vec![device; d], frames, |_, shard| {
             let f = shard.frames.clone();
-            model.forward_chunk_shard(latents.clone().narrow(2, f.start, f.len()), &[timesteps[f].to_vec()], &layout, &text, &ctx, shard)
+            let mine = latents.clone().narrow(2, f.start, f.len());
+            model.forward_shard(shard, mine, &[timesteps[f].to_vec()], &layout, &text, ShardReads::Context(&ctx))
         })
         .unwrap();
         assert_eq!(outs.len(), d);
@@ -100,7 +101,7 @@ fn a_sharded_packed_step_has_the_unsharded_loss_and_gradients() {
             let parts = context_parallel::<A, _>(&vec![device; shards], frames, |_, shard| {
                 let f = shard.frames.clone();
                 let mine = latents.clone().narrow(2, f.start, f.len());
-                model.forward_packed_shard(mine, &[timesteps[f].to_vec()], &layout, &text, &mask, shard)
+                Ok(model.forward_shard(shard, mine, &[timesteps[f].to_vec()], &layout, &text, ShardReads::Packed(&mask))?.prediction)
             })
             .unwrap();
             Tensor::cat(parts, 2)

@@ -29,7 +29,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
 use ff_model::FlowMatch;
-use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, Shard, TextContext, ThreadGather, WanDit, shard_frames};
+use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, Shard, ShardReads, TextContext, ThreadGather, WanDit, shard_frames};
 use std::sync::{Arc, Mutex};
 use window::{WindowKey, Windows};
 
@@ -369,8 +369,8 @@ impl<B: AttentionBackend> DitRunner<B> {
                 let part = x.clone().narrow(2, mine.start, mine.len());
                 let batch = Tensor::cat(vec![part; passes], 0);
                 let shard = Shard { frames: mine, exchange: end };
-                let out =
-                    self.model(node)?.model.forward_chunk_shard(batch, &timesteps, &layout, &text, &ctx, &shard).map_err(model_err)?;
+                let reads = ShardReads::Context(&ctx);
+                let out = self.model(node)?.model.forward_shard(&shard, batch, &timesteps, &layout, &text, reads).map_err(model_err)?;
                 if let Some(k) = key {
                     self.windows.published(node, k)?;
                 }
