@@ -22,7 +22,17 @@ fn bench_takes_pixels_and_reports_slowest_worker_and_memory_per_device() {
     let trace = scratch("trace").join("new/folder");
     let mut args = vec!["bench", "schedules"];
     args.extend(SMALL);
-    args.extend(["--height", "16", "--width", "32", "--schedules", "flashforward", "--executors", "serial,wavefront,wavefront-cp", "--json"]);
+    args.extend([
+        "--height",
+        "16",
+        "--width",
+        "32",
+        "--schedules",
+        "flashforward",
+        "--executors",
+        "serial,wavefront,wavefront-cp",
+        "--json",
+    ]);
     args.extend(["--trace", trace.to_str().unwrap()]);
     let out = flashforward(&args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -278,6 +278,7 @@ impl<B: AttentionBackend> WanDit<B> {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         latents: Tensor<B, 5>,
