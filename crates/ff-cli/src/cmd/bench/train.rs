@@ -173,7 +173,7 @@ impl Plan {
         let allowed: u64 = (0..layout.len()).map(|q| (0..layout.len()).filter(|&k| layout.mask.is_allowed(q, k)).count() as u64).sum();
         let pair = (per_frame * per_frame) as u64;
         let layer_acts = (33 * n * d + 2 * n * f) * 2;
-        let rows = vec![
+        let mut rows = vec![
             (format!("backbone weights, bf16 ({:.2} B params)", backbone as f64 / 1e9), backbone * 2),
             (format!("LoRA rank {rank} ×2 roles + role vectors, f32 ({:.0} M params)", roles as f64 / 1e6), roles * 4),
             ("gradients of LoRA + roles, f32".into(), roles * 4),
@@ -189,6 +189,32 @@ impl Plan {
                 heads * allowed * pair * 4,
             ),
         ];
+        let fixed = backbone * 2 + roles * 20;
+        let checkpointed = layers * n * d * 2 + layer_acts;
+        // Context parallelism over D devices (`ff_model::dit::parallel`): weights and optimizer
+        // state replicated, activations split by whole frames, plus (D > 1) the all-gathered K/V
+        // of the layer in flight (each shard holds the whole sequence's K and V, bf16), kept for
+        // every layer when nothing is recomputed.
+        let gathered = 2 * n * d * 2;
+        let per_device = |shards: u64, all_layers: bool| {
+            let gathered = if shards > 1 { gathered } else { 0 };
+            match all_layers {
+                true => fixed + layers * (layer_acts / shards + gathered),
+                false => fixed + checkpointed / shards + gathered,
+            }
+        };
+        let fits = |all_layers: bool| (1..=64u64).find(|&s| per_device(s, all_layers) <= 80 * 1_000_000_000);
+        rows.push(("all-gathered K/V of one layer on each context-parallel shard, bf16".into(), gathered));
+        let smallest = |all_layers| fits(all_layers).map_or("none up to 64".to_string(), |s| format!("D = {s}"));
+        for (all_layers, how) in [(false, "per-layer checkpointing"), (true, "all layers kept")] {
+            for shards in [1u64, 2, 4, 8, 16] {
+                rows.push((format!("per device, context-parallel over D = {shards}, {how}"), per_device(shards, all_layers)));
+            }
+            rows.push((
+                format!("smallest D within 80 GB, {how}: {}", smallest(all_layers)),
+                per_device(fits(all_layers).unwrap_or(64), all_layers),
+            ));
+        }
         let title = format!(
             "memory plan of the paper's layout: {} preset, L = 81, {frames} packed frames × {per_frame} tokens ({height}×{width} latents), one clip per device",
             if c == &DitConfig::wan_t2v_1_3b() { "1.3b".to_string() } else { format!("dim {}", c.dim) }
