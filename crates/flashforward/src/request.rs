@@ -15,7 +15,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
+use ff_sched::schedule::Node;
 use ff_sched::{Contract, ContractConfig, Graph, ScheduleKind};
 
 use crate::error::{Error, Result};
@@ -141,6 +143,32 @@ pub struct Request {
     pub truncate_prompt: bool,
     /// A flag another thread may set to stop the generation at the next forward.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Called as each forward of a schedule starts and ends (see [`Forward`]).
+    pub on_forward: Option<ForwardHook>,
+}
+
+/// One DiT forward starting or ending on a worker: the wavefront as it happens.
+#[derive(Debug, Clone, Copy)]
+pub struct Forward<'a> {
+    /// The worker running it.
+    pub worker: usize,
+    /// The graph node it runs (its kind, unit, stage and level; `ff_sched::trace::label` names it).
+    pub node: &'a Node,
+    /// When it started or ended.
+    pub at: Instant,
+    /// Whether it ended (else it starts).
+    pub done: bool,
+}
+
+/// A callback run on the worker threads as each forward of a schedule starts and ends (the
+/// teacher sampler runs no schedule and calls none); it should return quickly.
+#[derive(Clone)]
+pub struct ForwardHook(pub Arc<dyn Fn(Forward) + Send + Sync>);
+
+impl std::fmt::Debug for ForwardHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ForwardHook")
+    }
 }
 
 impl Request {
@@ -162,6 +190,7 @@ impl Request {
             prompt_cache: None,
             truncate_prompt: false,
             stop: None,
+            on_forward: None,
         }
     }
 
@@ -233,5 +262,10 @@ impl Request {
     /// A flag that stops the generation at the next forward once set.
     pub fn stop_flag(self, flag: Arc<AtomicBool>) -> Self {
         Self { stop: Some(flag), ..self }
+    }
+
+    /// A callback for each forward's start and end.
+    pub fn on_forward(self, hook: impl Fn(Forward) + Send + Sync + 'static) -> Self {
+        Self { on_forward: Some(ForwardHook(Arc::new(hook))), ..self }
     }
 }

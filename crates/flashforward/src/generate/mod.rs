@@ -247,7 +247,9 @@ impl<B: AttentionBackend> Run<'_, B> {
         let runners: Vec<_> = (0..workers)
             .map(|w| {
                 let runner = per_device[device_of(w, devices.len())].clone();
-                Streamed::new(runner, w, tx.clone(), stop.clone()).with_splice(self.request.splice)
+                Streamed::new(runner, w, tx.clone(), stop.clone())
+                    .with_splice(self.request.splice)
+                    .with_hook(self.request.on_forward.clone())
             })
             .collect();
         drop((per_device, tx, base));
