@@ -7,6 +7,7 @@ mod encode;
 mod logging;
 mod progress;
 mod schedule;
+mod switch_flag;
 mod world_dir;
 
 use clap::{Parser, Subcommand};

@@ -22,6 +22,7 @@ use ff_sched::{Contract, ContractConfig, Graph, ScheduleKind};
 
 use crate::error::{Error, Result};
 use crate::executor::Executor;
+use crate::switch::{LiveSwitch, Switch};
 
 /// The length of a video.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -143,6 +144,11 @@ pub struct Request {
     pub truncate_prompt: bool,
     /// A flag another thread may set to stop the generation at the next forward.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Prompt switches at given times, each read like [`Request::prompt`] (see
+    /// [`crate::switch`]).
+    pub switches: Vec<Switch>,
+    /// A handle another thread may switch the prompt with while the generation runs.
+    pub live: Option<LiveSwitch>,
     /// Called as each forward of a schedule starts and ends (see [`Forward`]).
     pub on_forward: Option<ForwardHook>,
 }
@@ -190,6 +196,8 @@ impl Request {
             prompt_cache: None,
             truncate_prompt: false,
             stop: None,
+            switches: Vec::new(),
+            live: None,
             on_forward: None,
         }
     }
@@ -262,6 +270,18 @@ impl Request {
     /// A flag that stops the generation at the next forward once set.
     pub fn stop_flag(self, flag: Arc<AtomicBool>) -> Self {
         Self { stop: Some(flag), ..self }
+    }
+
+    /// Switches the prompt to `prompt` from `at_seconds` on (repeatable; it lands on a chunk
+    /// boundary, see [`crate::switch`]).
+    pub fn switch(mut self, at_seconds: f64, prompt: impl Into<String>) -> Self {
+        self.switches.push(Switch { at_seconds, prompt: prompt.into() });
+        self
+    }
+
+    /// Takes live prompt switches from `handle` while the generation runs.
+    pub fn live_switch(self, handle: LiveSwitch) -> Self {
+        Self { live: Some(handle), ..self }
     }
 
     /// A callback for each forward's start and end.

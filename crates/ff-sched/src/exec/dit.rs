@@ -30,7 +30,10 @@ use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
 use ff_model::FlowMatch;
 use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, TextContext, WanDit};
+use std::collections::HashMap;
 use window::{WindowKey, Windows};
+
+use super::prompts::Prompts;
 
 impl<B: AttentionBackend> Entry for ChunkKv<B> {
     fn bytes(&self) -> usize {
@@ -60,23 +63,23 @@ impl Roles {
     }
 }
 
-/// A role's model and the prompt's cross-attention K/V under it (and, for guided planner steps,
-/// the prompt's and the empty prompt's as a batch of two).
+/// A role's model and the cross-attention K/V of each prompt under it (and, for guided planner
+/// steps, the prompt's and the empty prompt's as a batch of two), made when a node first needs
+/// them.
 #[derive(Clone)]
 struct RoleModel<B: AttentionBackend> {
     model: WanDit<B>,
-    text: TextContext<B>,
-    guided: Option<TextContext<B>>,
+    texts: HashMap<usize, TextContext<B>>,
+    guided: HashMap<usize, TextContext<B>>,
 }
 
 impl<B: AttentionBackend> RoleModel<B> {
-    fn new(model: WanDit<B>, text: Tensor<B, 3>) -> Self {
-        Self { text: model.text_context(text), model, guided: None }
+    fn new(model: WanDit<B>) -> Self {
+        Self { model, texts: HashMap::new(), guided: HashMap::new() }
     }
 
     fn to_device(&self, device: &B::Device) -> Self {
-        let move_text = |t: &TextContext<B>| TextContext { layers: t.layers.iter().map(|l| move_layer(l, device)).collect() };
-        Self { model: self.model.clone().to_device(device), text: move_text(&self.text), guided: self.guided.as_ref().map(move_text) }
+        Self::new(self.model.clone().to_device(device))
     }
 }
 
@@ -97,6 +100,9 @@ pub struct DitRunner<B: AttentionBackend> {
     /// The contract's planner sampler: Euler steps, and their guidance scale when guided.
     planner_euler: bool,
     planner_guidance: Option<f64>,
+    /// The prompts and where each applies; the empty prompt of guided planner steps.
+    prompts: Prompts<B>,
+    empty: Option<Tensor<B, 3>>,
     windows: Windows<B>,
     device: B::Device,
 }
@@ -108,8 +114,8 @@ impl<B: AttentionBackend> DitRunner<B> {
         match model.role_embedding {
             Some(_) => Self::from_role_models(model.merge(Role::Planner), model.merge(Role::Renderer), text, contract, noise),
             None => {
-                let one = RoleModel::new(model.clone(), text);
-                Self::with_models(one.clone(), one, true, contract, noise)
+                let one = RoleModel::new(model.clone());
+                Self::with_models(one.clone(), one, true, Prompts::single("", text), contract, noise)
             }
         }
     }
@@ -117,10 +123,17 @@ impl<B: AttentionBackend> DitRunner<B> {
     /// Runner for a student served as two plain models (its roles merged ahead of time, e.g. an
     /// exported student), running both roles.
     pub fn from_role_models(planner: WanDit<B>, renderer: WanDit<B>, text: Tensor<B, 3>, contract: &Contract, noise: NoiseSpec) -> Self {
-        Self::with_models(RoleModel::new(planner, text.clone()), RoleModel::new(renderer, text), false, contract, noise)
+        Self::with_models(RoleModel::new(planner), RoleModel::new(renderer), false, Prompts::single("", text), contract, noise)
     }
 
-    fn with_models(planner: RoleModel<B>, renderer: RoleModel<B>, shared: bool, contract: &Contract, noise: NoiseSpec) -> Self {
+    fn with_models(
+        planner: RoleModel<B>,
+        renderer: RoleModel<B>,
+        shared: bool,
+        prompts: Prompts<B>,
+        contract: &Contract,
+        noise: NoiseSpec,
+    ) -> Self {
         let (config, device) = (renderer.model.config().clone(), renderer.model.device());
         Self {
             planner: Some(planner),
@@ -131,6 +144,8 @@ impl<B: AttentionBackend> DitRunner<B> {
             planner_sigmas: (0..=contract.planner_levels()).map(|l| contract.planner_sigma(l)).collect(),
             planner_euler: contract.planner_euler(),
             planner_guidance: contract.planner_guided().then_some(contract.config.planner_guidance),
+            prompts,
+            empty: None,
             windows: Windows::new(contract, &config, noise.height, noise.width, &device),
             device,
         }
@@ -138,13 +153,14 @@ impl<B: AttentionBackend> DitRunner<B> {
 
     /// This runner with the empty prompt's embeddings (`[1, text_tokens, text_dim]`), which guided
     /// planner steps contrast with the prompt.
-    pub fn with_empty_prompt(mut self, empty: Tensor<B, 3>) -> Self {
-        if let Some(p) = self.planner.as_mut() {
-            let empty = p.model.text_context(empty);
-            let pairs = p.text.layers.iter().zip(empty.layers).map(|(c, e)| LayerKv::stack(vec![c.clone(), e]));
-            p.guided = Some(TextContext { layers: pairs.collect() });
-        }
-        self
+    pub fn with_empty_prompt(self, empty: Tensor<B, 3>) -> Self {
+        Self { empty: Some(empty), ..self }
+    }
+
+    /// This runner reading its prompts from `prompts` (shared by every worker of the run; see
+    /// [`Prompts`]) instead of the one prompt it was made with.
+    pub fn with_prompts(self, prompts: Prompts<B>) -> Self {
+        Self { prompts, ..self }
     }
 
     /// This runner keeping the models of `roles` only (no copy: the kept models are shared).
@@ -175,6 +191,8 @@ impl<B: AttentionBackend> DitRunner<B> {
             planner_sigmas: self.planner_sigmas.clone(),
             planner_euler: self.planner_euler,
             planner_guidance: self.planner_guidance,
+            prompts: self.prompts.clone(),
+            empty: self.empty.as_ref().map(|e| e.clone().to_device(device)),
             windows: self.windows.to_device(device),
             device: device.clone(),
         }
@@ -216,29 +234,64 @@ impl<B: AttentionBackend> DitRunner<B> {
 
     fn model(&self, node: &Node) -> Result<&RoleModel<B>> {
         let (held, role) = if node.kind.is_planner() { (&self.planner, "planner") } else { (&self.renderer, "renderer") };
-        held.as_ref().ok_or_else(|| SchedError::Worker {
-            worker: 0,
-            reason: format!("node {} needs the {role} model, which this runner was not given (see Roles::of_workers)", node.id),
-        })
+        held.as_ref().ok_or_else(|| Self::missing(node, role))
     }
 
-    /// The text context of `n` nodes of `node`'s model: the prompt's, or for a guided step the
-    /// prompt's and the empty prompt's for each node in turn (`2n` elements); the guidance scale
-    /// if guided.
-    fn text(&self, node: &Node, n: usize) -> Result<(TextContext<B>, Option<f64>)> {
-        let m = self.model(node)?;
-        let guidance = self.planner_guidance.filter(|_| node.passes == 2);
-        let Some(g) = guidance else { return Ok((m.text.clone(), None)) };
-        let pair = m.guided.as_ref().ok_or_else(|| SchedError::Worker {
+    fn missing(node: &Node, role: &str) -> SchedError {
+        SchedError::Worker {
             worker: 0,
-            reason: format!(
-                "node {} is a guided planner step and the runner has no empty prompt (see DitRunner::with_empty_prompt)",
-                node.id
-            ),
-        })?;
-        let repeat = |l: &LayerKv<B>| LayerKv { k: l.k.clone().repeat_dim(0, n), v: l.v.clone().repeat_dim(0, n) };
-        let text = if n == 1 { pair.clone() } else { TextContext { layers: pair.layers.iter().map(repeat).collect() } };
-        Ok((text, Some(g)))
+            reason: format!("node {} needs the {role} model, which this runner was not given (see Roles::of_workers)", node.id),
+        }
+    }
+
+    /// The text context of prompt `prompt` under `node`'s model: the prompt's, or for a guided
+    /// step the prompt's and the empty prompt's as a batch of two. Made on first use.
+    fn prompt_text(&mut self, node: &Node, prompt: usize, guided: bool) -> Result<TextContext<B>> {
+        let planner = node.kind.is_planner();
+        let held = if planner { self.planner.as_mut() } else { self.renderer.as_mut() };
+        let m = held.ok_or_else(|| Self::missing(node, if planner { "planner" } else { "renderer" }))?;
+        if !m.texts.contains_key(&prompt) {
+            let text = self.prompts.text(prompt)?.to_device(&self.device);
+            m.texts.insert(prompt, m.model.text_context(text));
+        }
+        if !guided {
+            return Ok(m.texts[&prompt].clone());
+        }
+        if !m.guided.contains_key(&prompt) {
+            let empty = self.empty.clone().ok_or_else(|| SchedError::Worker {
+                worker: 0,
+                reason: format!(
+                    "node {} is a guided planner step and the runner has no empty prompt (see DitRunner::with_empty_prompt)",
+                    node.id
+                ),
+            })?;
+            let empty = m.model.text_context(empty);
+            let pairs = m.texts[&prompt].layers.iter().zip(empty.layers).map(|(c, e)| LayerKv::stack(vec![c.clone(), e]));
+            m.guided.insert(prompt, TextContext { layers: pairs.collect() });
+        }
+        Ok(m.guided[&prompt].clone())
+    }
+
+    /// The text context of `nodes` (one model), one batch element per node, each under its
+    /// prompt ([`Prompts::begin`]); for a guided step the prompt's and the empty prompt's for each
+    /// node in turn (`2n` elements). Returns the guidance scale if guided.
+    fn text(&mut self, nodes: &[&Node]) -> Result<(TextContext<B>, Option<f64>)> {
+        let guidance = self.planner_guidance.filter(|_| nodes[0].passes == 2);
+        let prompts = nodes.iter().map(|n| self.prompts.begin(n)).collect::<Result<Vec<usize>>>()?;
+        let texts = nodes.iter().zip(&prompts).map(|(n, &p)| self.prompt_text(n, p, guidance.is_some())).collect::<Result<Vec<_>>>()?;
+        let one = prompts.iter().all(|&p| p == prompts[0]);
+        let repeat = |l: &LayerKv<B>| LayerKv { k: l.k.clone().repeat_dim(0, nodes.len()), v: l.v.clone().repeat_dim(0, nodes.len()) };
+        let text = match (one, guidance) {
+            // One prompt, unguided: a batch of one broadcasts over the nodes.
+            (true, None) => texts[0].clone(),
+            (true, Some(_)) if nodes.len() == 1 => texts[0].clone(),
+            (true, Some(_)) => TextContext { layers: texts[0].layers.iter().map(repeat).collect() },
+            (false, _) => {
+                let layers = (0..texts[0].layers.len()).map(|l| LayerKv::stack(texts.iter().map(|t| t.layers[l].clone()).collect()));
+                TextContext { layers: layers.collect() }
+            }
+        };
+        Ok((text, guidance))
     }
 
     /// x0 from the velocity (or the next Euler latent of a planner step), and the entries to
@@ -289,7 +342,7 @@ impl<B: AttentionBackend> DitRunner<B> {
         let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
         let keys = nodes.iter().zip(reads).map(|(n, r)| self.windows.prepare(n, r)).collect::<Result<Vec<_>>>()?;
         let n = nodes.len();
-        let (text, guidance) = self.text(nodes[0], n)?;
+        let (text, guidance) = self.text(nodes)?;
         // A guided step's batch runs each node twice in a row (its window, layout, timesteps and
         // input): element 2i under the prompt, 2i + 1 under the empty prompt.
         let passes = if guidance.is_some() { 2 } else { 1 };

@@ -19,6 +19,10 @@ pub struct Args {
     /// with --guidance. A small-world student reads it as a caption of its vocabulary.
     #[arg(long, value_parser = non_empty_prompt)]
     pub(super) negative_prompt: Option<String>,
+    /// Switch the prompt at a time: `--switch 5="a blue square moves left"` (repeatable). It
+    /// lands on the renderer chunk boundary nearest the time; each prompt is read like --prompt.
+    #[arg(long = "switch", value_name = "SECONDS=PROMPT", value_parser = crate::switch_flag::parse)]
+    pub(super) switches: Vec<(f64, String)>,
     /// Length in seconds at 16 FPS, rounded up to the next 1 + 4k frames.
     #[arg(long, required_unless_present_any = ["latents", "schedule_file"], conflicts_with = "latents")]
     pub(super) seconds: Option<f64>,
@@ -120,6 +124,9 @@ impl Args {
         }
         if let Some(steps) = self.steps {
             request = request.teacher(TeacherSampler { steps: steps as usize, guidance: self.guidance, shift: self.sample_shift });
+        }
+        for (seconds, prompt) in &self.switches {
+            request = request.switch(*seconds, prompt);
         }
         if let Some(executor) = self.executor {
             request = request.executor(executor);

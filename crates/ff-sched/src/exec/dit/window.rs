@@ -211,13 +211,14 @@ mod tests {
         type Latent = Tensor<B, 5>;
         type Kv = ChunkKv<B>;
         fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<NodeResult<Self>> {
+            let (text, _) = self.0.text(&[node])?;
             let r = &self.0;
             let x = r.input(node, source);
             let m = r.model(node)?;
             let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
             let out = m
                 .model
-                .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, &m.text, &SegmentContext::new(reads.to_vec()))
+                .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, &text, &SegmentContext::new(reads.to_vec()))
                 .unwrap();
             Ok(r.finish(node, x, out.prediction, out.kv))
         }

@@ -1,0 +1,155 @@
+//! [`Prompts`]: which prompt every node of a generation is made under, when the prompt switches
+//! (ARCHITECTURE §13).
+//!
+//! A generation has prompts `0..n` (0: the request's), each an embedding `[1, text_tokens,
+//! text_dim]`, and **segments**: from latent position `p` on, prompt `i`. Segment starts are
+//! chunk boundaries, so a renderer chunk lies in one segment and takes its prompt at every stage
+//! (and its re-encode forward too). A planner block takes the prompt in effect at its first anchor
+//! when its first node starts, and keeps it for all its nodes (Euler steps and clean-endpoint
+//! forward), so one block is never planned under two prompts. Cross-attention reads the prompt's
+//! text K/V; the self-attention K/V already published (anchors, stage-matched history) is kept as
+//! it was made.
+//!
+//! Switches known before the run are segments from the start. A **live** switch comes from a
+//! [`LiveSource`] polled whenever a node starts (on the worker about to run it): its prompt is
+//! applied at the first chunk boundary that no worker has started a renderer forward of, i.e. one
+//! past the last position of the furthest renderer chunk started so far, on any worker and at
+//! any stage. The node being started already sees it. Planner blocks already started keep their
+//! prompt; those not started yet whose first anchor is at or past the boundary are planned under
+//! the new prompt. Clones share one state, so all workers agree on every switch.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use burn::tensor::Tensor;
+use burn::tensor::backend::Backend;
+
+use crate::error::{Result, SchedError};
+use crate::schedule::{Node, Unit};
+
+/// Where live switches come from: polled when a node starts.
+pub trait LiveSource<B: Backend>: Send + Sync {
+    /// The prompt switched to since the last call, if any: its text (for reports) and its
+    /// embedding `[1, text_tokens, text_dim]` (any device), or why it cannot be read, which fails
+    /// the node that polled it.
+    fn take(&self) -> Option<std::result::Result<(String, Tensor<B, 3>), String>>;
+}
+
+/// One applied prompt segment: from latent position `start` on, prompt `prompt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// First latent position under the prompt.
+    pub start: usize,
+    /// Index of the prompt ([`Prompts::name`]).
+    pub prompt: usize,
+}
+
+struct State<B: Backend> {
+    texts: Vec<(String, Tensor<B, 3>)>,
+    /// Sorted by start; the first starts at 0.
+    segments: Vec<Segment>,
+    /// The prompt each planner block started under.
+    blocks: Vec<Option<usize>>,
+    /// One past the last position of every renderer chunk started so far.
+    started: usize,
+}
+
+impl<B: Backend> State<B> {
+    fn at(&self, position: usize) -> usize {
+        self.segments.iter().rev().find(|s| s.start <= position).map_or(0, |s| s.prompt)
+    }
+
+    fn switch(&mut self, start: usize, name: String, text: Tensor<B, 3>) {
+        let prompt = match self.texts.iter().position(|(n, _)| *n == name) {
+            Some(known) => known,
+            None => {
+                self.texts.push((name, text));
+                self.texts.len() - 1
+            }
+        };
+        self.segments.retain(|s| s.start != start);
+        let at = self.segments.partition_point(|s| s.start < start);
+        self.segments.insert(at, Segment { start, prompt });
+    }
+}
+
+/// The prompts and segments of one generation, shared by its workers (see the module docs).
+#[derive(Clone)]
+pub struct Prompts<B: Backend> {
+    state: Arc<Mutex<State<B>>>,
+    live: Option<Arc<dyn LiveSource<B>>>,
+}
+
+impl<B: Backend> Prompts<B> {
+    /// One prompt for the whole video.
+    pub fn single(name: impl Into<String>, text: Tensor<B, 3>) -> Self {
+        let state =
+            State { texts: vec![(name.into(), text)], segments: vec![Segment { start: 0, prompt: 0 }], blocks: Vec::new(), started: 0 };
+        Self { state: Arc::new(Mutex::new(state)), live: None }
+    }
+
+    /// These prompts switching to `name` (embedding `text`) from latent position `start` on (a
+    /// chunk boundary). A prompt equal to one already held reuses its index, so switching to the
+    /// same prompt changes nothing.
+    pub fn switch(self, start: usize, name: impl Into<String>, text: Tensor<B, 3>) -> Self {
+        self.lock().switch(start, name.into(), text);
+        self
+    }
+
+    /// These prompts also taking live switches from `source`.
+    pub fn live(self, source: Arc<dyn LiveSource<B>>) -> Self {
+        Self { live: Some(source), ..self }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<B>> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Called when `node` starts: applies a pending live switch, then returns the index of the
+    /// prompt `node` is made under (see the module docs).
+    pub fn begin(&self, node: &Node) -> Result<usize> {
+        let mut state = self.lock();
+        if let Some(taken) = self.live.as_ref().and_then(|l| l.take()) {
+            let (name, text) = taken.map_err(|reason| SchedError::Config(format!("the live prompt switch failed: {reason}")))?;
+            let start = state.started;
+            tracing::info!(prompt = %name, position = start, "live prompt switch");
+            state.switch(start, name, text);
+        }
+        let first = node.positions.first().copied().unwrap_or(0);
+        Ok(match node.unit {
+            Unit::Block(j) => {
+                if state.blocks.len() <= j {
+                    state.blocks.resize(j + 1, None);
+                }
+                let at = state.at(first);
+                *state.blocks[j].get_or_insert(at)
+            }
+            Unit::Chunk(_) | Unit::Clip => {
+                let end = node.positions.last().map_or(0, |p| p + 1);
+                state.started = state.started.max(end);
+                state.at(first)
+            }
+        })
+    }
+
+    /// The embedding `[1, text_tokens, text_dim]` of prompt `index`.
+    pub fn text(&self, index: usize) -> Result<Tensor<B, 3>> {
+        let state = self.lock();
+        let (_, text) = state.texts.get(index).ok_or_else(|| SchedError::Config(format!("no prompt {index}")))?;
+        Ok(text.clone())
+    }
+
+    /// The text of prompt `index` (as the caller named it).
+    pub fn name(&self, index: usize) -> Option<String> {
+        self.lock().texts.get(index).map(|(n, _)| n.clone())
+    }
+
+    /// The index of the prompt latent position `position` is rendered under, as it stands now.
+    pub fn at(&self, position: usize) -> usize {
+        self.lock().at(position)
+    }
+
+    /// The segments as they stand now (after the run: every switch applied).
+    pub fn segments(&self) -> Vec<Segment> {
+        self.lock().segments.clone()
+    }
+}
