@@ -48,6 +48,7 @@ pub fn run<B: AttentionBackend>(pipe: &Pipeline<B>, request: Request, plan: &Pla
             chunks: chunk.chunks,
             first_frame: chunk.first_frame,
             frames: chunk.frames.len(),
+            prompt: chunk.prompt.to_string(),
             t: start.elapsed().as_secs_f64(),
         };
         let sent = send(Out::Event(event)) && chunk.frames.iter().all(|f| send(Out::Frame(png(f))));
@@ -70,7 +71,9 @@ pub fn run<B: AttentionBackend>(pipe: &Pipeline<B>, request: Request, plan: &Pla
     }
     match mp4(&frames) {
         Ok(bytes) => {
-            send(Out::Event(Event::Video { bytes: bytes.len() })) && send(Out::Video(bytes));
+            if send(Out::Event(Event::Video { bytes: bytes.len() })) {
+                send(Out::Video(bytes));
+            }
         }
         Err(e) => {
             send(Out::Event(Event::Error { message: e.to_string() }));

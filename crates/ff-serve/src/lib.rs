@@ -10,15 +10,15 @@
 //! ```text
 //! page ──GET /api/generate?prompt=…&seconds=…&seed=… (WebSocket)──▶ queue ──▶ Pipeline::generate_with
 //!      ◀── {"type":"queued"} {"type":"start"} {"type":"forward"}… {"type":"chunk"} PNG PNG … {"type":"done"} {"type":"video"} MP4
-//!      ──▶ {"type":"stop"}
+//!      ──▶ {"type":"stop"} {"type":"switch","prompt":"…"}  ◀── {"type":"switching"} (LiveSwitch)
 //! ```
 //!
 //! **Transport: one WebSocket per generation.** The stream is two-way: frames, forward events
-//! and chunk events go to the page while the page may say stop; a WebSocket carries both on one
+//! and chunk events go to the page while the page may say stop or switch the prompt; a WebSocket carries both on one
 //! connection, with the protocol's own message framing (text messages are JSON events, binary
 //! messages are PNG frames, so no length prefixes are written by hand), and its closing is the
 //! disconnect signal that cancels the generation. HTTP streaming would need a second request
-//! for the commands and a framing of our own inside the chunked body. Frames are PNG because the
+//! (and a way to tie it to the first) for the commands and a framing of our own inside the chunked body. Frames are PNG because the
 //! browser decodes them natively (`createImageBitmap`), losslessly and off the main thread; the
 //! MP4 for "save" is the library's writer, sent once at the end. The refusals (400 for a bad
 //! request, 503 when the queue is full) are plain HTTP answers to the upgrade request, and

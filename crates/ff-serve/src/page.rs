@@ -6,7 +6,8 @@
 //! when it catches up with the frames made. It shows TTFF (from the generation's start to the
 //! first frame on screen), frames made against frames shown, the denoising seconds and FPS, the
 //! wavefront (one row per worker, a box per forward, drawn as forwards start and end), and offers
-//! the MP4 with "save". Elements the outside checks use: `#video` (canvas), `#frames`, `#ttff`,
+//! the MP4 with "save". "switch" (or Enter while running) sends the prompt box's text as the
+//! running generation's new prompt. Elements the outside checks use: `#video` (canvas), `#frames`, `#ttff`,
 //! `#state` (`idle`, `running`, `done`, `error`), `#prompt`, `#start`, `#switch`.
 
 /// The page's HTML.

@@ -64,8 +64,16 @@ pub enum Event {
         first_frame: usize,
         /// Frames in it.
         frames: usize,
+        /// The prompt it was made under, as the model read it (changes after a switch).
+        prompt: String,
         /// Seconds since the generation started.
         t: f64,
+    },
+    /// A switch was accepted: from the first chunk no worker has started, the video shows
+    /// `prompt` (as the model reads it); the chunk events say where it landed.
+    Switching {
+        /// The new prompt as the model reads it.
+        prompt: String,
     },
     /// The generation ended (completely, or stopped early when `stopped` says why).
     Done {
@@ -100,6 +108,12 @@ pub enum Event {
 pub enum Command {
     /// Stop at the next forward; the frames made so far stay, and their MP4 is sent.
     Stop,
+    /// Change the prompt of the running generation from its next chunk boundary (checked as a
+    /// request's prompt: an unknown word is answered with an error event and changes nothing).
+    Switch {
+        /// The new prompt.
+        prompt: String,
+    },
 }
 
 #[cfg(test)]
@@ -112,6 +126,8 @@ mod tests {
         assert_eq!(json, serde_json::json!({ "type": "queued", "position": 2 }));
         let command: Command = serde_json::from_str(r#"{"type":"stop"}"#).unwrap();
         assert_eq!(command, Command::Stop);
+        let command: Command = serde_json::from_str(r#"{"type":"switch","prompt":"a blue square"}"#).unwrap();
+        assert_eq!(command, Command::Switch { prompt: "a blue square".into() });
         assert!(serde_json::from_str::<Command>(r#"{"type":"rm","path":"/"}"#).is_err());
     }
 }

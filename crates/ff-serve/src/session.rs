@@ -2,14 +2,16 @@
 //! position), then run the generation on a blocking thread and forward what it sends, while
 //! reading the page's commands. A page that goes away (the socket closes or errs) sets the stop
 //! flag, so the workers stop at their next forward; the queue place is freed only when the
-//! generation has ended, so the next client gets a free worker, not a busy one.
+//! generation has ended, so the next client gets a free worker, not a busy one. A switch is
+//! checked here (`Pipeline::check_prompt`, the words of a request's prompt) and handed to the
+//! running generation through its [`LiveSwitch`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::ws::{Message, WebSocket};
 use ff_model::AttentionBackend;
-use flashforward::{Plan, Request};
+use flashforward::{LiveSwitch, Pipeline, Plan, Request};
 use tokio::sync::mpsc;
 
 use crate::app::App;
@@ -64,7 +66,7 @@ async fn send(socket: &mut WebSocket, out: Out) -> Result<(), axum::Error> {
 /// Runs `job` for the page on `socket` once `ticket` reaches a worker.
 pub async fn run<B: AttentionBackend>(mut socket: WebSocket, app: App<B>, job: Job, mut ticket: Ticket)
 where
-    flashforward::Pipeline<B>: Send + Sync + 'static,
+    Pipeline<B>: Send + Sync + 'static,
 {
     let mut changed = app.queue.subscribe();
     let mut told = 0;
@@ -79,6 +81,10 @@ where
             _ = changed.changed() => {}
             message = socket.recv() => match heard(message) {
                 Heard::Gone | Heard::Command(Command::Stop) => return,
+                Heard::Command(Command::Switch { .. }) => {
+                    let message = "a switch changes a running generation; this one is still queued".to_string();
+                    let _ = send(&mut socket, Out::Event(Event::Error { message })).await;
+                }
                 Heard::Bad(message) => {
                     let _ = send(&mut socket, Out::Event(Event::Error { message })).await;
                 }
@@ -90,7 +96,8 @@ where
     let (tx, mut rx) = mpsc::channel(BUFFER);
     let pipe = app.pipeline.clone();
     let stats = app.stats.clone();
-    let request = job.request.stop_flag(stop.clone());
+    let live = LiveSwitch::new();
+    let request = job.request.stop_flag(stop.clone()).live_switch(live.clone());
     let worker = tokio::task::spawn_blocking(move || {
         let _ticket = ticket;
         let outcome = generation::run(&pipe, request, &job.plan, &tx);
@@ -113,6 +120,13 @@ where
                     stop.store(true, Ordering::SeqCst);
                 }
                 Heard::Command(Command::Stop) => stop.store(true, Ordering::SeqCst),
+                Heard::Command(Command::Switch { prompt }) => {
+                    let event = switch(&app.pipeline, &live, &prompt);
+                    if send(&mut socket, Out::Event(event)).await.is_err() {
+                        connected = false;
+                        stop.store(true, Ordering::SeqCst);
+                    }
+                }
                 Heard::Bad(message) => {
                     let _ = send(&mut socket, Out::Event(Event::Error { message })).await;
                 }
@@ -125,5 +139,17 @@ where
     }
     if connected {
         let _ = socket.send(Message::Close(None)).await;
+    }
+}
+
+/// Hands `prompt` to the running generation when the model reads it, else says why not.
+fn switch<B: AttentionBackend>(pipe: &Pipeline<B>, live: &LiveSwitch, prompt: &str) -> Event {
+    match pipe.check_prompt(prompt.trim()) {
+        Ok(read) => {
+            tracing::info!(prompt = %read, "prompt switch");
+            live.switch_to(prompt.trim());
+            Event::Switching { prompt: read }
+        }
+        Err(e) => Event::Error { message: e.to_string() },
     }
 }

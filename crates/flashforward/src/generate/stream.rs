@@ -94,7 +94,7 @@ impl<R: Runner> Streamed<R> {
     fn tell(&self, nodes: &[&Node], done: bool) {
         if let Some(hook) = &self.hook {
             let at = Instant::now();
-            nodes.iter().for_each(|node| hook.0(Forward { worker: self.worker, node, at, done }));
+            nodes.iter().for_each(|node| (hook.0)(Forward { worker: self.worker, node, at, done }));
         }
     }
 
