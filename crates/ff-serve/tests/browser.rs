@@ -80,10 +80,7 @@ fn script(session: &str, body: &str) -> Value {
 }
 
 fn text_of(session: &str, id: &str) -> String {
-    script(session, &format!("return document.getElementById('{id}').textContent"))
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    script(session, &format!("return document.getElementById('{id}').textContent")).as_str().unwrap_or_default().to_string()
 }
 
 #[test]
@@ -107,7 +104,7 @@ fn the_page_plays_a_generated_video_in_chromium() {
         "--disable-component-update",
         "--disable-sync",
         "--disable-dev-shm-usage",
-        "--window-size=1000,640",
+        "--window-size=1000,720",
     ]
     .map(String::from)
     .into_iter()
@@ -133,11 +130,7 @@ fn the_page_plays_a_generated_video_in_chromium() {
     let error = text_of(&session, "error");
     assert_eq!(state, "done", "the page's state (error text: {error:?})");
     let frames: usize = text_of(&session, "frames").parse().expect("#frames is a number");
-    let latents = pipeline()
-        .plan(&flashforward::Request::new("a red circle bounces").seconds(3.0))
-        .unwrap()
-        .length
-        .latents;
+    let latents = pipeline().plan(&flashforward::Request::new("a red circle bounces").seconds(3.0)).unwrap().length.latents;
     assert_eq!(frames, 1 + 4 * (latents - 1), "every frame shown");
     let ttff: f64 = text_of(&session, "ttff").parse().expect("#ttff is seconds");
     assert!(ttff > 0.0 && ttff < 60.0, "ttff {ttff}");
