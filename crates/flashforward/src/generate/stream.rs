@@ -183,6 +183,24 @@ impl<X> InOrder<X> {
 mod tests {
     use super::*;
 
+    /// A runner whose output is its node's id.
+    struct Id;
+    impl Runner for Id {
+        type Latent = usize;
+        type Kv = Kv;
+        fn run(&mut self, node: &Node, _: Option<&usize>, _: &[&Kv]) -> ff_sched::Result<(usize, Vec<Kv>)> {
+            Ok((node.id, vec![]))
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    struct Kv;
+    impl ff_sched::bank::Entry for Kv {
+        fn bytes(&self) -> usize {
+            0
+        }
+    }
+
     fn finished(start: usize, len: usize) -> Finished<usize> {
         Finished { positions: (start..start + len).collect(), latent: start, planner: false }
     }
@@ -210,13 +228,6 @@ mod tests {
                 Ok((node.id, vec![]))
             }
         }
-        #[derive(Debug, Clone)]
-        struct Kv;
-        impl ff_sched::bank::Entry for Kv {
-            fn bytes(&self) -> usize {
-                0
-            }
-        }
         let contract = ff_sched::Contract::new(ff_sched::ContractConfig::new(4).with_stages(1)).unwrap();
         let graph = ff_sched::ScheduleKind::NcCausalRcm.build(&contract).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -238,21 +249,6 @@ mod tests {
 
     #[test]
     fn the_hook_hears_each_forward_start_and_end_in_turn() {
-        struct Id;
-        impl Runner for Id {
-            type Latent = usize;
-            type Kv = Kv;
-            fn run(&mut self, node: &Node, _: Option<&usize>, _: &[&Kv]) -> ff_sched::Result<(usize, Vec<Kv>)> {
-                Ok((node.id, vec![]))
-            }
-        }
-        #[derive(Debug, Clone)]
-        struct Kv;
-        impl ff_sched::bank::Entry for Kv {
-            fn bytes(&self) -> usize {
-                0
-            }
-        }
         let contract = ff_sched::Contract::new(ff_sched::ContractConfig::new(4).with_stages(1)).unwrap();
         let graph = ff_sched::ScheduleKind::NcCausalRcm.build(&contract).unwrap();
         let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -272,21 +268,6 @@ mod tests {
 
     #[test]
     fn with_splice_the_planner_blocks_clean_anchors_are_streamed_too() {
-        struct Id;
-        impl Runner for Id {
-            type Latent = usize;
-            type Kv = Kv;
-            fn run(&mut self, node: &Node, _: Option<&usize>, _: &[&Kv]) -> ff_sched::Result<(usize, Vec<Kv>)> {
-                Ok((node.id, vec![]))
-            }
-        }
-        #[derive(Debug, Clone)]
-        struct Kv;
-        impl ff_sched::bank::Entry for Kv {
-            fn bytes(&self) -> usize {
-                0
-            }
-        }
         let contract = ff_sched::Contract::new(ff_sched::ContractConfig::new(21)).unwrap();
         let graph = ff_sched::ScheduleKind::FlashForward.build(&contract).unwrap();
         let cache = graph.nodes.iter().find(|n| n.kind == NodeKind::PlannerCache).unwrap();
