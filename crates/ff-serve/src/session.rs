@@ -1,10 +1,10 @@
-//! One page's generation over its WebSocket: wait in the [`Queue`] (telling the page its
-//! position), then run the generation on a blocking thread and forward what it sends, while
-//! reading the page's commands. A page that goes away (the socket closes or errs) sets the stop
-//! flag, so the workers stop at their next forward; the queue place is freed only when the
-//! generation has ended, so the next client gets a free worker, not a busy one. A switch is
-//! checked here (`Pipeline::check_prompt`, the words of a request's prompt) and handed to the
-//! running generation through its [`LiveSwitch`].
+//! One page's generation over its WebSocket: wait in the [`Queue`](crate::queue::Queue)
+//! (telling the page its position), then run the generation on a blocking thread and forward
+//! what it sends, while reading the page's commands. A page that goes away (the socket closes or
+//! errs) sets the stop flag, so the workers stop at their next forward; the queue place is freed
+//! only when the generation has ended, so the next client gets a free worker, not a busy one.
+//! A switch is checked here (`Pipeline::check_prompt`, the words of a request's prompt) and
+//! handed to the running generation through its [`LiveSwitch`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -104,7 +104,7 @@ fn the_page_plays_a_generated_video_in_chromium() {
         "--disable-component-update",
         "--disable-sync",
         "--disable-dev-shm-usage",
-        "--window-size=1000,720",
+        "--window-size=1000,860",
     ]
     .map(String::from)
     .into_iter()
