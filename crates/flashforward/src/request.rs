@@ -20,7 +20,7 @@ use ff_sched::{Contract, ContractConfig, Graph, ScheduleKind};
 
 use crate::error::{Error, Result};
 use crate::executor::Executor;
-use crate::switch::{LiveSwitch, Switch};
+use crate::switch::{LiveSwitch, Switch, SwitchPolicy};
 
 /// The length of a video.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -147,6 +147,8 @@ pub struct Request {
     pub switches: Vec<Switch>,
     /// A handle another thread may switch the prompt with while the generation runs.
     pub live: Option<LiveSwitch>,
+    /// What the K/V made before a switch becomes for the readers after it.
+    pub switch_policy: SwitchPolicy,
 }
 
 impl Request {
@@ -170,6 +172,7 @@ impl Request {
             stop: None,
             switches: Vec::new(),
             live: None,
+            switch_policy: SwitchPolicy::default(),
         }
     }
 
@@ -248,6 +251,11 @@ impl Request {
     pub fn switch(mut self, at_seconds: f64, prompt: impl Into<String>) -> Self {
         self.switches.push(Switch { at_seconds, prompt: prompt.into() });
         self
+    }
+
+    /// What the K/V made before a switch becomes after it.
+    pub fn switch_policy(self, policy: SwitchPolicy) -> Self {
+        Self { switch_policy: policy, ..self }
     }
 
     /// Takes live prompt switches from `handle` while the generation runs.

@@ -28,6 +28,25 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Result, invalid};
 use crate::video::FPS;
 
+/// What the K/V published before a switch becomes for the readers after it (ARCHITECTURE §13):
+/// kept as made under the old prompt, or re-cached under the new one (LongLive's KV re-cache:
+/// the publishing forward runs again under the reader's prompt, from the same input). Applies to
+/// the switches of the request; K/V published before a live switch is always kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchPolicy {
+    /// Re-cache the planner's clean anchor K/V that later prompts read.
+    pub recache_anchors: bool,
+    /// Re-cache the renderer's stage-matched history K/V that later prompts read.
+    pub recache_history: bool,
+}
+
+impl Default for SwitchPolicy {
+    /// Keep both (the measured choice: docs/RESULTS.md, "Prompt switching").
+    fn default() -> Self {
+        Self { recache_anchors: false, recache_history: false }
+    }
+}
+
 /// A prompt switch of a request: from `at_seconds` on, the video shows `prompt`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Switch {

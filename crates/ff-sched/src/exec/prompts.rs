@@ -17,14 +17,23 @@
 //! any stage. The node being started already sees it. Planner blocks already started keep their
 //! prompt; those not started yet whose first anchor is at or past the boundary are planned under
 //! the new prompt. Clones share one state, so all workers agree on every switch.
+//!
+//! **Re-caching** ([`Recache`], LongLive's KV re-cache) applies to the switches known before the
+//! run: a node whose published K/V (anchors, or a stage-matched history chunk) is read by a node
+//! under another prompt also runs its forward under that prompt, from the same input and reads,
+//! and publishes every version as one entry, one batch element per prompt ([`Prompts::versions`],
+//! its own first). Each reader takes the version of its own prompt, or the first when there is
+//! none (a live switch). Without re-caching a reader after a switch reads the K/V made under the
+//! prompt before it.
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 
 use crate::error::{Result, SchedError};
-use crate::schedule::{Node, Unit};
+use crate::schedule::{Graph, KvKey, Node, Unit};
 
 /// Where live switches come from: polled when a node starts.
 pub trait LiveSource<B: Backend>: Send + Sync {
@@ -32,6 +41,15 @@ pub trait LiveSource<B: Backend>: Send + Sync {
     /// embedding `[1, text_tokens, text_dim]` (any device), or why it cannot be read, which fails
     /// the node that polled it.
     fn take(&self) -> Option<std::result::Result<(String, Tensor<B, 3>), String>>;
+}
+
+/// Which published K/V is re-made under the prompt of a reader across a switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Recache {
+    /// The planner's clean anchor K/V.
+    pub anchors: bool,
+    /// The renderer's stage-matched history K/V (and the baselines' chunk K/V).
+    pub history: bool,
 }
 
 /// One applied prompt segment: from latent position `start` on, prompt `prompt`.
@@ -77,6 +95,8 @@ impl<B: Backend> State<B> {
 pub struct Prompts<B: Backend> {
     state: Arc<Mutex<State<B>>>,
     live: Option<Arc<dyn LiveSource<B>>>,
+    /// Published keys made under several prompts: the prompt of each batch element.
+    versions: Arc<HashMap<KvKey, Vec<usize>>>,
 }
 
 impl<B: Backend> Prompts<B> {
@@ -84,7 +104,7 @@ impl<B: Backend> Prompts<B> {
     pub fn single(name: impl Into<String>, text: Tensor<B, 3>) -> Self {
         let state =
             State { texts: vec![(name.into(), text)], segments: vec![Segment { start: 0, prompt: 0 }], blocks: Vec::new(), started: 0 };
-        Self { state: Arc::new(Mutex::new(state)), live: None }
+        Self { state: Arc::new(Mutex::new(state)), live: None, versions: Arc::default() }
     }
 
     /// These prompts switching to `name` (embedding `text`) from latent position `start` on (a
@@ -98,6 +118,45 @@ impl<B: Backend> Prompts<B> {
     /// These prompts also taking live switches from `source`.
     pub fn live(self, source: Arc<dyn LiveSource<B>>) -> Self {
         Self { live: Some(source), ..self }
+    }
+
+    /// These prompts re-caching what `recache` names across the switches made so far (see the
+    /// module docs), for the nodes of `graph`.
+    pub fn recache(self, graph: &Graph, recache: Recache) -> Self {
+        let prompt = {
+            let state = self.lock();
+            graph.nodes.iter().map(|n| state.at(n.positions.first().copied().unwrap_or(0))).collect::<Vec<usize>>()
+        };
+        let publisher: HashMap<KvKey, usize> = graph.nodes.iter().flat_map(|n| n.publishes.iter().map(move |k| (*k, n.id))).collect();
+        let wanted = |k: &KvKey| match k {
+            KvKey::Anchor(_) => recache.anchors,
+            KvKey::Chunk { .. } => recache.history,
+        };
+        let mut extra: HashMap<usize, BTreeSet<usize>> = HashMap::new();
+        for n in &graph.nodes {
+            for p in n.reads.iter().filter(|k| wanted(k)).filter_map(|k| publisher.get(k)) {
+                if prompt[*p] != prompt[n.id] {
+                    extra.entry(*p).or_default().insert(prompt[n.id]);
+                }
+            }
+        }
+        let mut versions = HashMap::new();
+        for (p, others) in extra {
+            let list: Vec<usize> = std::iter::once(prompt[p]).chain(others).collect();
+            versions.extend(graph.nodes[p].publishes.iter().map(|k| (*k, list.clone())));
+        }
+        Self { versions: Arc::new(versions), ..self }
+    }
+
+    /// The prompts of the versions of published key `key`, its publisher's first (`None`: one
+    /// version).
+    pub fn versions(&self, key: &KvKey) -> Option<&[usize]> {
+        self.versions.get(key).map(Vec::as_slice)
+    }
+
+    /// Which version of `key` a reader under prompt `prompt` takes (batch element).
+    pub fn version_for(&self, key: &KvKey, prompt: usize) -> usize {
+        self.versions(key).and_then(|v| v.iter().position(|p| *p == prompt)).unwrap_or(0)
     }
 
     fn lock(&self) -> MutexGuard<'_, State<B>> {

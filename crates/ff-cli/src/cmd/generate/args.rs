@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use ff_sched::ScheduleKind;
 use flashforward::model::FileOverrides;
-use flashforward::{ContractKnobs, Executor, Request, TeacherSampler};
+use flashforward::{ContractKnobs, Executor, Request, SwitchPolicy, TeacherSampler};
 
 use crate::backend::{DeviceSpec, Precision};
 
@@ -23,6 +23,11 @@ pub struct Args {
     /// lands on the renderer chunk boundary nearest the time; each prompt is read like --prompt.
     #[arg(long = "switch", value_name = "SECONDS=PROMPT", value_parser = crate::switch_flag::parse)]
     pub(super) switches: Vec<(f64, String)>,
+    /// What the K/V made before a --switch becomes for the chunks after it: kept as made, or
+    /// re-cached under the new prompt (the anchors', the stage-matched history's, or both)
+    /// [default: the library's, `none`].
+    #[arg(long, value_enum, requires = "switches")]
+    pub(super) switch_recache: Option<Recache>,
     /// Length in seconds at 16 FPS, rounded up to the next 1 + 4k frames.
     #[arg(long, required_unless_present_any = ["latents", "schedule_file"], conflicts_with = "latents")]
     pub(super) seconds: Option<f64>,
@@ -97,6 +102,15 @@ pub struct Args {
     pub(super) memory_limit: Option<f64>,
 }
 
+/// `--switch-recache`: which K/V published before a switch is re-made under the new prompt.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(super) enum Recache {
+    None,
+    Anchors,
+    History,
+    Both,
+}
+
 /// The prompt must say something: an empty (or all-whitespace) one is refused here, before any
 /// file is read.
 fn non_empty_prompt(prompt: &str) -> std::result::Result<String, String> {
@@ -127,6 +141,15 @@ impl Args {
         }
         for (seconds, prompt) in &self.switches {
             request = request.switch(*seconds, prompt);
+        }
+        if let Some(recache) = self.switch_recache {
+            let (recache_anchors, recache_history) = match recache {
+                Recache::None => (false, false),
+                Recache::Anchors => (true, false),
+                Recache::History => (false, true),
+                Recache::Both => (true, true),
+            };
+            request = request.switch_policy(SwitchPolicy { recache_anchors, recache_history });
         }
         if let Some(executor) = self.executor {
             request = request.executor(executor);
