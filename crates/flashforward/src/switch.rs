@@ -25,25 +25,28 @@
 
 use std::sync::{Arc, Mutex};
 
+pub use ff_sched::exec::Carry;
+
 use crate::error::{Result, invalid};
 use crate::video::FPS;
 
-/// What the K/V published before a switch becomes for the readers after it (ARCHITECTURE §13):
-/// kept as made under the old prompt, or re-cached under the new one (LongLive's KV re-cache:
-/// the publishing forward runs again under the reader's prompt, from the same input). Applies to
-/// the switches of the request; K/V published before a live switch is always kept.
+/// What the K/V published before a switch becomes for the readers after it (ARCHITECTURE §13),
+/// per state: kept as made under the old prompt, re-cached under the new one (LongLive's KV
+/// re-cache: the publishing forward runs again under the reader's prompt, from the same input),
+/// or dropped (the readers after the switch start afresh, as the video's first chunk does).
+/// Applies to the switches of the request; K/V published before a live switch is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SwitchPolicy {
-    /// Re-cache the planner's clean anchor K/V that later prompts read.
-    pub recache_anchors: bool,
-    /// Re-cache the renderer's stage-matched history K/V that later prompts read.
-    pub recache_history: bool,
+    /// The planner's clean anchor K/V.
+    pub anchors: Carry,
+    /// The renderer's stage-matched history K/V.
+    pub history: Carry,
 }
 
 impl Default for SwitchPolicy {
-    /// Keep both (the measured choice: docs/RESULTS.md, "Prompt switching").
+    /// The measured choice (docs/RESULTS.md, "Prompt switching").
     fn default() -> Self {
-        Self { recache_anchors: false, recache_history: false }
+        Self { anchors: Carry::Keep, history: Carry::Keep }
     }
 }
 

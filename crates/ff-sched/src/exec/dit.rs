@@ -340,20 +340,21 @@ impl<B: AttentionBackend> DitRunner<B> {
     ) -> Result<Vec<NodeResult<Self>>> {
         let prompts = nodes.iter().map(|n| self.prompts.begin(n)).collect::<Result<Vec<usize>>>()?;
         let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
-        // Each read in the version of the reader's prompt (see `Prompts`).
-        let reads: Vec<Vec<(ChunkKv<B>, usize)>> = nodes
+        // Each read in the version of the reader's prompt, or dropped (see `Prompts`).
+        let reads: Vec<Vec<(KvKey, ChunkKv<B>, usize)>> = nodes
             .iter()
             .zip(reads)
             .zip(&prompts)
             .map(|((n, r), &p)| {
                 let pick = |(k, e): (&KvKey, &&ChunkKv<B>)| match self.prompts.versions(k) {
-                    None => ((*e).clone(), 0),
+                    _ if self.prompts.drops(k, p) => None,
+                    None => Some((*k, (*e).clone(), 0)),
                     Some(_) => {
                         let v = self.prompts.version_for(k, p);
-                        (e.batch_element(v), v)
+                        Some((*k, e.batch_element(v), v))
                     }
                 };
-                n.reads.iter().zip(r).map(pick).collect()
+                n.reads.iter().zip(r).filter_map(pick).collect()
             })
             .collect();
         // Re-cached versions of what a node publishes, each its own forward, run before the

@@ -18,13 +18,15 @@
 //! prompt; those not started yet whose first anchor is at or past the boundary are planned under
 //! the new prompt. Clones share one state, so all workers agree on every switch.
 //!
-//! **Re-caching** ([`Recache`], LongLive's KV re-cache) applies to the switches known before the
-//! run: a node whose published K/V (anchors, or a stage-matched history chunk) is read by a node
-//! under another prompt also runs its forward under that prompt, from the same input and reads,
-//! and publishes every version as one entry, one batch element per prompt ([`Prompts::versions`],
-//! its own first). Each reader takes the version of its own prompt, or the first when there is
-//! none (a live switch). Without re-caching a reader after a switch reads the K/V made under the
-//! prompt before it.
+//! **Across a switch** ([`Carry`], per state: the anchors, the stage-matched history), for the
+//! switches known before the run, K/V that a node under another prompt reads is
+//! * kept: read as it was made;
+//! * re-cached (LongLive's KV re-cache): its publishing node also runs its forward under the
+//!   reader's prompt, from the same input and reads, and publishes every version as one entry,
+//!   one batch element per prompt ([`Prompts::versions`], its own first); each reader takes the
+//!   version of its own prompt, or the first when there is none (a live switch);
+//! * dropped: the reader does not read it, as the first chunk of a video reads no history and
+//!   the first planner block no earlier anchor (the video restarts at the switch).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -43,13 +45,34 @@ pub trait LiveSource<B: Backend>: Send + Sync {
     fn take(&self) -> Option<std::result::Result<(String, Tensor<B, 3>), String>>;
 }
 
-/// Which published K/V is re-made under the prompt of a reader across a switch.
+/// What a reader after a switch does with K/V made under the prompt before it (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Recache {
+pub enum Carry {
+    /// Read it as it was made.
+    #[default]
+    Keep,
+    /// Read it re-made under the reader's prompt.
+    Recache,
+    /// Do not read it.
+    Drop,
+}
+
+/// What happens across a switch to each kind of published K/V.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Across {
     /// The planner's clean anchor K/V.
-    pub anchors: bool,
+    pub anchors: Carry,
     /// The renderer's stage-matched history K/V (and the baselines' chunk K/V).
-    pub history: bool,
+    pub history: Carry,
+}
+
+impl Across {
+    fn of(&self, key: &KvKey) -> Carry {
+        match key {
+            KvKey::Anchor(_) => self.anchors,
+            KvKey::Chunk { .. } => self.history,
+        }
+    }
 }
 
 /// One applied prompt segment: from latent position `start` on, prompt `prompt`.
@@ -97,6 +120,8 @@ pub struct Prompts<B: Backend> {
     live: Option<Arc<dyn LiveSource<B>>>,
     /// Published keys made under several prompts: the prompt of each batch element.
     versions: Arc<HashMap<KvKey, Vec<usize>>>,
+    /// Published keys that readers under another prompt drop: the publisher's prompt.
+    dropped: Arc<HashMap<KvKey, usize>>,
 }
 
 impl<B: Backend> Prompts<B> {
@@ -104,7 +129,7 @@ impl<B: Backend> Prompts<B> {
     pub fn single(name: impl Into<String>, text: Tensor<B, 3>) -> Self {
         let state =
             State { texts: vec![(name.into(), text)], segments: vec![Segment { start: 0, prompt: 0 }], blocks: Vec::new(), started: 0 };
-        Self { state: Arc::new(Mutex::new(state)), live: None, versions: Arc::default() }
+        Self { state: Arc::new(Mutex::new(state)), live: None, versions: Arc::default(), dropped: Arc::default() }
     }
 
     /// These prompts switching to `name` (embedding `text`) from latent position `start` on (a
@@ -120,23 +145,27 @@ impl<B: Backend> Prompts<B> {
         Self { live: Some(source), ..self }
     }
 
-    /// These prompts re-caching what `recache` names across the switches made so far (see the
+    /// These prompts carrying K/V across the switches made so far as `across` says (see the
     /// module docs), for the nodes of `graph`.
-    pub fn recache(self, graph: &Graph, recache: Recache) -> Self {
+    pub fn across(self, graph: &Graph, across: Across) -> Self {
         let prompt = {
             let state = self.lock();
             graph.nodes.iter().map(|n| state.at(n.positions.first().copied().unwrap_or(0))).collect::<Vec<usize>>()
         };
         let publisher: HashMap<KvKey, usize> = graph.nodes.iter().flat_map(|n| n.publishes.iter().map(move |k| (*k, n.id))).collect();
-        let wanted = |k: &KvKey| match k {
-            KvKey::Anchor(_) => recache.anchors,
-            KvKey::Chunk { .. } => recache.history,
-        };
         let mut extra: HashMap<usize, BTreeSet<usize>> = HashMap::new();
+        let mut dropped = HashMap::new();
         for n in &graph.nodes {
-            for p in n.reads.iter().filter(|k| wanted(k)).filter_map(|k| publisher.get(k)) {
-                if prompt[*p] != prompt[n.id] {
-                    extra.entry(*p).or_default().insert(prompt[n.id]);
+            for (k, &p) in n.reads.iter().filter_map(|k| Some((k, publisher.get(k)?))) {
+                match across.of(k) {
+                    _ if prompt[p] == prompt[n.id] => {}
+                    Carry::Keep => {}
+                    Carry::Recache => {
+                        extra.entry(p).or_default().insert(prompt[n.id]);
+                    }
+                    Carry::Drop => {
+                        dropped.insert(*k, prompt[p]);
+                    }
                 }
             }
         }
@@ -145,7 +174,12 @@ impl<B: Backend> Prompts<B> {
             let list: Vec<usize> = std::iter::once(prompt[p]).chain(others).collect();
             versions.extend(graph.nodes[p].publishes.iter().map(|k| (*k, list.clone())));
         }
-        Self { versions: Arc::new(versions), ..self }
+        Self { versions: Arc::new(versions), dropped: Arc::new(dropped), ..self }
+    }
+
+    /// Whether a reader under prompt `prompt` drops `key` (see the module docs).
+    pub fn drops(&self, key: &KvKey, prompt: usize) -> bool {
+        self.dropped.get(key).is_some_and(|p| *p != prompt)
     }
 
     /// The prompts of the versions of published key `key`, its publisher's first (`None`: one

@@ -23,11 +23,13 @@ pub struct Args {
     /// lands on the renderer chunk boundary nearest the time; each prompt is read like --prompt.
     #[arg(long = "switch", value_name = "SECONDS=PROMPT", value_parser = crate::switch_flag::parse)]
     pub(super) switches: Vec<(f64, String)>,
-    /// What the K/V made before a --switch becomes for the chunks after it: kept as made, or
-    /// re-cached under the new prompt (the anchors', the stage-matched history's, or both)
-    /// [default: the library's, `none`].
+    /// What the planner's anchors made before a --switch are to the chunks after it: kept as
+    /// made, re-cached under the new prompt, or dropped [default: the library's].
     #[arg(long, value_enum, requires = "switches")]
-    pub(super) switch_recache: Option<Recache>,
+    pub(super) switch_anchors: Option<Carry>,
+    /// The same for the renderer's stage-matched history [default: the library's].
+    #[arg(long, value_enum, requires = "switches")]
+    pub(super) switch_history: Option<Carry>,
     /// Length in seconds at 16 FPS, rounded up to the next 1 + 4k frames.
     #[arg(long, required_unless_present_any = ["latents", "schedule_file"], conflicts_with = "latents")]
     pub(super) seconds: Option<f64>,
@@ -102,13 +104,22 @@ pub struct Args {
     pub(super) memory_limit: Option<f64>,
 }
 
-/// `--switch-recache`: which K/V published before a switch is re-made under the new prompt.
+/// `--switch-anchors`, `--switch-history`: [`flashforward::Carry`].
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub(super) enum Recache {
-    None,
-    Anchors,
-    History,
-    Both,
+pub(super) enum Carry {
+    Keep,
+    Recache,
+    Drop,
+}
+
+impl From<Carry> for flashforward::Carry {
+    fn from(c: Carry) -> Self {
+        match c {
+            Carry::Keep => Self::Keep,
+            Carry::Recache => Self::Recache,
+            Carry::Drop => Self::Drop,
+        }
+    }
 }
 
 /// The prompt must say something: an empty (or all-whitespace) one is refused here, before any
@@ -142,15 +153,11 @@ impl Args {
         for (seconds, prompt) in &self.switches {
             request = request.switch(*seconds, prompt);
         }
-        if let Some(recache) = self.switch_recache {
-            let (recache_anchors, recache_history) = match recache {
-                Recache::None => (false, false),
-                Recache::Anchors => (true, false),
-                Recache::History => (false, true),
-                Recache::Both => (true, true),
-            };
-            request = request.switch_policy(SwitchPolicy { recache_anchors, recache_history });
-        }
+        let default = request.switch_policy;
+        request = request.switch_policy(SwitchPolicy {
+            anchors: self.switch_anchors.map_or(default.anchors, Into::into),
+            history: self.switch_history.map_or(default.history, Into::into),
+        });
         if let Some(executor) = self.executor {
             request = request.executor(executor);
         }

@@ -128,10 +128,11 @@ impl<B: Backend> Windows<B> {
         Self { layout: self.layout.clone(), device: device.clone(), windows: HashMap::new() }
     }
 
-    /// Readies `node`'s window: copies in the entries of `reads` (its `node.reads`, in order,
-    /// each with the version it is of) that the window does not hold and names the slots of the
-    /// forward. `None`: the node reads nothing and attends to itself only.
-    pub fn prepare(&mut self, node: &Node, reads: &[(ChunkKv<B>, usize)]) -> Result<Option<WindowKey>> {
+    /// Readies `node`'s window: copies in the entries of `reads` (of `node.reads`, in order,
+    /// each with its key and the version it is of; a prompt switch may drop some) that the window
+    /// does not hold and names the slots of the forward. `None`: the node reads nothing and
+    /// attends to itself only.
+    pub fn prepare(&mut self, node: &Node, reads: &[(KvKey, ChunkKv<B>, usize)]) -> Result<Option<WindowKey>> {
         if node.reads.is_empty() {
             return Ok(None);
         }
@@ -139,11 +140,9 @@ impl<B: Backend> Windows<B> {
         let l = &self.layout;
         let slots = l.slots(key);
         let target = l.target(key, node)?;
-        let spans: Vec<(Range<usize>, (KvKey, usize))> = node
-            .reads
+        let spans: Vec<(Range<usize>, (KvKey, usize))> = reads
             .iter()
-            .zip(reads)
-            .map(|(k, (e, version))| {
+            .map(|(k, e, version)| {
                 let s = l.slot_of(key, k);
                 (s..s + e.tokens() / l.tokens_per_frame, (*k, *version))
             })
@@ -158,7 +157,7 @@ impl<B: Backend> Windows<B> {
             held: vec![None; slots],
         });
         let model = |source| SchedError::Model { node: node.id, source };
-        for ((range, k), (entry, _)) in spans.iter().zip(reads) {
+        for ((range, k), (_, entry, _)) in spans.iter().zip(reads) {
             if held.held[range.clone()].iter().any(|h| h.as_ref() != Some(k)) {
                 held.window.write(range.start, entry).map_err(model)?;
                 held.held[range.clone()].iter_mut().for_each(|h| *h = Some(*k));
