@@ -150,7 +150,7 @@ fn the_library_writes_the_same_mp4_as_the_cli() {
 /// chunk says which prompt it was made under, and a switch prompt is read like the main prompt.
 mod switching {
     use super::*;
-    use flashforward::{Executor, LiveSwitch, Pipeline, Request};
+    use flashforward::{Carry, Executor, LiveSwitch, Pipeline, Request, SwitchPolicy};
     use std::ops::ControlFlow;
 
     const OTHER: &str = "a blue square moves left on a black background";
@@ -195,6 +195,20 @@ mod switching {
         for executor in [Executor::Serial, Executor::Wavefront, Executor::Streaming, Executor::Batched] {
             let (frames, _) = run(&pipe, &request(3).switch(1.0, OTHER).executor(executor));
             assert!(frames == switched, "{executor}: the same frames as the default executor");
+        }
+        // Re-caching or dropping the K/V before the switch: other videos, each the same on every
+        // executor, and nothing changes for a switch to the same prompt.
+        let policies = [Carry::Recache, Carry::Drop].map(|c| SwitchPolicy { anchors: c, history: c });
+        let mut seen = vec![switched.clone()];
+        for policy in policies.into_iter().chain([SwitchPolicy { anchors: Carry::Recache, history: Carry::Keep }]) {
+            let (made, _) = run(&pipe, &request(3).switch(1.0, OTHER).switch_policy(policy));
+            assert!(!seen.contains(&made), "{policy:?} changes what the chunks after the switch read");
+            for executor in [Executor::Wavefront, Executor::Streaming, Executor::Batched] {
+                let (frames, _) = run(&pipe, &request(3).switch(1.0, OTHER).switch_policy(policy).executor(executor));
+                assert!(frames == made, "{policy:?}, {executor}: the same frames as serial");
+            }
+            assert!(run(&pipe, &request(3).switch(1.0, PROMPT).switch_policy(policy)).0 == plain, "{policy:?}");
+            seen.push(made);
         }
         // Two switches, the second back to the first prompt.
         let (twice, prompts) = run(&pipe, &request(3).switch(1.0, OTHER).switch(1.5, PROMPT).executor(Executor::Batched));

@@ -47,7 +47,7 @@ pub use model::files::{MODEL_DIR_ENV, default_model_dir};
 pub use model::{Model, ModelFiles};
 pub use plan::Plan;
 pub use request::{ContractKnobs, Forward, ForwardHook, Length, Request, TeacherSampler};
-pub use switch::{LiveSwitch, Segment, Switch};
+pub use switch::{Carry, LiveSwitch, Segment, Switch, SwitchPolicy};
 pub use video::{FPS, Frame, Video};
 
 /// The CPU backend the binary runs: Burn's Flex (SIMD element-wise ops, rayon-parallel GEMM,

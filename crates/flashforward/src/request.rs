@@ -22,7 +22,7 @@ use ff_sched::{Contract, ContractConfig, Graph, ScheduleKind};
 
 use crate::error::{Error, Result};
 use crate::executor::Executor;
-use crate::switch::{LiveSwitch, Switch};
+use crate::switch::{LiveSwitch, Switch, SwitchPolicy};
 
 /// The length of a video.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -149,6 +149,8 @@ pub struct Request {
     pub switches: Vec<Switch>,
     /// A handle another thread may switch the prompt with while the generation runs.
     pub live: Option<LiveSwitch>,
+    /// What the K/V made before a switch becomes for the readers after it.
+    pub switch_policy: SwitchPolicy,
     /// Called as each forward of a schedule starts and ends (see [`Forward`]).
     pub on_forward: Option<ForwardHook>,
 }
@@ -198,6 +200,7 @@ impl Request {
             stop: None,
             switches: Vec::new(),
             live: None,
+            switch_policy: SwitchPolicy::default(),
             on_forward: None,
         }
     }
@@ -277,6 +280,11 @@ impl Request {
     pub fn switch(mut self, at_seconds: f64, prompt: impl Into<String>) -> Self {
         self.switches.push(Switch { at_seconds, prompt: prompt.into() });
         self
+    }
+
+    /// What the K/V made before a switch becomes after it.
+    pub fn switch_policy(self, policy: SwitchPolicy) -> Self {
+        Self { switch_policy: policy, ..self }
     }
 
     /// Takes live prompt switches from `handle` while the generation runs.

@@ -25,8 +25,30 @@
 
 use std::sync::{Arc, Mutex};
 
+pub use ff_sched::exec::Carry;
+
 use crate::error::{Result, invalid};
 use crate::video::FPS;
+
+/// What the K/V published before a switch becomes for the readers after it (ARCHITECTURE §13),
+/// per state: kept as made under the old prompt, re-cached under the new one (LongLive's KV
+/// re-cache: the publishing forward runs again under the reader's prompt, from the same input),
+/// or dropped (the readers after the switch start afresh, as the video's first chunk does).
+/// Applies to the switches of the request; K/V published before a live switch is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchPolicy {
+    /// The planner's clean anchor K/V.
+    pub anchors: Carry,
+    /// The renderer's stage-matched history K/V.
+    pub history: Carry,
+}
+
+impl Default for SwitchPolicy {
+    /// The measured choice (docs/RESULTS.md, "Prompt switching").
+    fn default() -> Self {
+        Self { anchors: Carry::Keep, history: Carry::Keep }
+    }
+}
 
 /// A prompt switch of a request: from `at_seconds` on, the video shows `prompt`.
 #[derive(Debug, Clone, PartialEq)]

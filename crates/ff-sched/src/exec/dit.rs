@@ -273,12 +273,11 @@ impl<B: AttentionBackend> DitRunner<B> {
     }
 
     /// The text context of `nodes` (one model), one batch element per node, each under its
-    /// prompt ([`Prompts::begin`]); for a guided step the prompt's and the empty prompt's for each
+    /// prompt in `prompts`; for a guided step the prompt's and the empty prompt's for each
     /// node in turn (`2n` elements). Returns the guidance scale if guided.
-    fn text(&mut self, nodes: &[&Node]) -> Result<(TextContext<B>, Option<f64>)> {
+    fn text(&mut self, nodes: &[&Node], prompts: &[usize]) -> Result<(TextContext<B>, Option<f64>)> {
         let guidance = self.planner_guidance.filter(|_| nodes[0].passes == 2);
-        let prompts = nodes.iter().map(|n| self.prompts.begin(n)).collect::<Result<Vec<usize>>>()?;
-        let texts = nodes.iter().zip(&prompts).map(|(n, &p)| self.prompt_text(n, p, guidance.is_some())).collect::<Result<Vec<_>>>()?;
+        let texts = nodes.iter().zip(prompts).map(|(n, &p)| self.prompt_text(n, p, guidance.is_some())).collect::<Result<Vec<_>>>()?;
         let one = prompts.iter().all(|&p| p == prompts[0]);
         let repeat = |l: &LayerKv<B>| LayerKv { k: l.k.clone().repeat_dim(0, nodes.len()), v: l.v.clone().repeat_dim(0, nodes.len()) };
         let text = match (one, guidance) {
@@ -339,25 +338,44 @@ impl<B: AttentionBackend> DitRunner<B> {
         sources: &[Option<&Tensor<B, 5>>],
         reads: &[Vec<&ChunkKv<B>>],
     ) -> Result<Vec<NodeResult<Self>>> {
+        let prompts = nodes.iter().map(|n| self.prompts.begin(n)).collect::<Result<Vec<usize>>>()?;
         let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
-        let keys = nodes.iter().zip(reads).map(|(n, r)| self.windows.prepare(n, r)).collect::<Result<Vec<_>>>()?;
-        let n = nodes.len();
-        let (text, guidance) = self.text(nodes)?;
+        // Each read in the version of the reader's prompt, or dropped (see `Prompts`).
+        let reads: Vec<Vec<(KvKey, ChunkKv<B>, usize)>> = nodes
+            .iter()
+            .zip(reads)
+            .zip(&prompts)
+            .map(|((n, r), &p)| {
+                let pick = |(k, e): (&KvKey, &&ChunkKv<B>)| match self.prompts.versions(k) {
+                    _ if self.prompts.drops(k, p) => None,
+                    None => Some((*k, (*e).clone(), 0)),
+                    Some(_) => {
+                        let v = self.prompts.version_for(k, p);
+                        Some((*k, e.batch_element(v), v))
+                    }
+                };
+                n.reads.iter().zip(r).filter_map(pick).collect()
+            })
+            .collect();
+        // Re-cached versions of what a node publishes, each its own forward, run before the
+        // batch's so that the window's target slots end holding the node's own K/V.
+        let mut versions: Vec<Vec<ChunkKv<B>>> = Vec::with_capacity(nodes.len());
+        for (b, node) in nodes.iter().enumerate() {
+            let others: Vec<usize> = node.publishes.first().and_then(|k| self.prompts.versions(k)).map_or(vec![], |v| v[1..].to_vec());
+            let mut kvs = Vec::with_capacity(others.len());
+            for p in others {
+                let key = self.windows.prepare(node, &reads[b])?;
+                let text = self.prompt_text(node, p, false)?;
+                kvs.push(self.forward(&[node], &[key], &inputs[b..=b], &text, 1)?.kv);
+            }
+            versions.push(kvs);
+        }
+        let keys = nodes.iter().zip(&reads).map(|(n, r)| self.windows.prepare(n, r)).collect::<Result<Vec<_>>>()?;
+        let (text, guidance) = self.text(nodes, &prompts)?;
         // A guided step's batch runs each node twice in a row (its window, layout, timesteps and
         // input): element 2i under the prompt, 2i + 1 under the empty prompt.
         let passes = if guidance.is_some() { 2 } else { 1 };
-        let node_of = |b: usize| b / passes;
-        let ctx = BatchContext::new((0..n * passes).map(|b| keys[node_of(b)].map(|k| self.windows.window(k))).collect());
-        let layouts: Vec<FrameLayout> =
-            (0..n * passes).map(|b| FrameLayout::frames(nodes[node_of(b)].positions.clone(), Role::Base)).collect();
-        let timesteps: Vec<Vec<f64>> = (0..n * passes).map(|b| nodes[node_of(b)].timesteps.clone()).collect();
-        let batch = Tensor::cat((0..n * passes).map(|b| inputs[node_of(b)].clone()).collect(), 0);
-        let first = nodes[0].id;
-        let out = self
-            .model(nodes[0])?
-            .model
-            .forward_chunks(batch, &timesteps, &layouts, &text, &ctx)
-            .map_err(|source| SchedError::Model { node: first, source })?;
+        let out = self.forward(nodes, &keys, &inputs, &text, passes)?;
         let velocity = |b: usize| {
             let v = |e: usize| out.prediction.clone().narrow(0, e, 1);
             match guidance {
@@ -373,9 +391,41 @@ impl<B: AttentionBackend> DitRunner<B> {
         Ok(nodes
             .iter()
             .zip(inputs)
+            .zip(versions)
             .enumerate()
-            .map(|(b, (node, x))| self.finish(node, x, velocity(b), out.kv.batch_element(b * passes)))
+            .map(|(b, ((node, x), others))| {
+                let own = out.kv.batch_element(b * passes);
+                let kv = match others.is_empty() {
+                    true => own,
+                    false => ChunkKv::stack(&std::iter::once(&own).chain(&others).collect::<Vec<_>>()),
+                };
+                self.finish(node, x, velocity(b), kv)
+            })
             .collect())
+    }
+
+    /// One `forward_chunks` call of `nodes` (one model) through their windows `keys`, each node
+    /// `passes` times in a row, under `text`.
+    fn forward(
+        &self,
+        nodes: &[&Node],
+        keys: &[Option<WindowKey>],
+        inputs: &[Tensor<B, 5>],
+        text: &TextContext<B>,
+        passes: usize,
+    ) -> Result<ff_model::dit::ChunkOutput<B>> {
+        let n = nodes.len();
+        let node_of = |b: usize| b / passes;
+        let ctx = BatchContext::new((0..n * passes).map(|b| keys[node_of(b)].map(|k| self.windows.window(k))).collect());
+        let layouts: Vec<FrameLayout> =
+            (0..n * passes).map(|b| FrameLayout::frames(nodes[node_of(b)].positions.clone(), Role::Base)).collect();
+        let timesteps: Vec<Vec<f64>> = (0..n * passes).map(|b| nodes[node_of(b)].timesteps.clone()).collect();
+        let batch = Tensor::cat((0..n * passes).map(|b| inputs[node_of(b)].clone()).collect(), 0);
+        let first = nodes[0].id;
+        self.model(nodes[0])?
+            .model
+            .forward_chunks(batch, &timesteps, &layouts, text, &ctx)
+            .map_err(|source| SchedError::Model { node: first, source })
     }
 }
 

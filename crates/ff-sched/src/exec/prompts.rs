@@ -17,14 +17,25 @@
 //! any stage. The node being started already sees it. Planner blocks already started keep their
 //! prompt; those not started yet whose first anchor is at or past the boundary are planned under
 //! the new prompt. Clones share one state, so all workers agree on every switch.
+//!
+//! **Across a switch** ([`Carry`], per state: the anchors, the stage-matched history), for the
+//! switches known before the run, K/V that a node under another prompt reads is
+//! * kept: read as it was made;
+//! * re-cached (LongLive's KV re-cache): its publishing node also runs its forward under the
+//!   reader's prompt, from the same input and reads, and publishes every version as one entry,
+//!   one batch element per prompt ([`Prompts::versions`], its own first); each reader takes the
+//!   version of its own prompt, or the first when there is none (a live switch);
+//! * dropped: the reader does not read it, as the first chunk of a video reads no history and
+//!   the first planner block no earlier anchor (the video restarts at the switch).
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 
 use crate::error::{Result, SchedError};
-use crate::schedule::{Node, Unit};
+use crate::schedule::{Graph, KvKey, Node, Unit};
 
 /// Where live switches come from: polled when a node starts.
 pub trait LiveSource<B: Backend>: Send + Sync {
@@ -32,6 +43,36 @@ pub trait LiveSource<B: Backend>: Send + Sync {
     /// embedding `[1, text_tokens, text_dim]` (any device), or why it cannot be read, which fails
     /// the node that polled it.
     fn take(&self) -> Option<std::result::Result<(String, Tensor<B, 3>), String>>;
+}
+
+/// What a reader after a switch does with K/V made under the prompt before it (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Carry {
+    /// Read it as it was made.
+    #[default]
+    Keep,
+    /// Read it re-made under the reader's prompt.
+    Recache,
+    /// Do not read it.
+    Drop,
+}
+
+/// What happens across a switch to each kind of published K/V.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Across {
+    /// The planner's clean anchor K/V.
+    pub anchors: Carry,
+    /// The renderer's stage-matched history K/V (and the baselines' chunk K/V).
+    pub history: Carry,
+}
+
+impl Across {
+    fn of(&self, key: &KvKey) -> Carry {
+        match key {
+            KvKey::Anchor(_) => self.anchors,
+            KvKey::Chunk { .. } => self.history,
+        }
+    }
 }
 
 /// One applied prompt segment: from latent position `start` on, prompt `prompt`.
@@ -77,6 +118,10 @@ impl<B: Backend> State<B> {
 pub struct Prompts<B: Backend> {
     state: Arc<Mutex<State<B>>>,
     live: Option<Arc<dyn LiveSource<B>>>,
+    /// Published keys made under several prompts: the prompt of each batch element.
+    versions: Arc<HashMap<KvKey, Vec<usize>>>,
+    /// Published keys that readers under another prompt drop: the publisher's prompt.
+    dropped: Arc<HashMap<KvKey, usize>>,
 }
 
 impl<B: Backend> Prompts<B> {
@@ -84,7 +129,7 @@ impl<B: Backend> Prompts<B> {
     pub fn single(name: impl Into<String>, text: Tensor<B, 3>) -> Self {
         let state =
             State { texts: vec![(name.into(), text)], segments: vec![Segment { start: 0, prompt: 0 }], blocks: Vec::new(), started: 0 };
-        Self { state: Arc::new(Mutex::new(state)), live: None }
+        Self { state: Arc::new(Mutex::new(state)), live: None, versions: Arc::default(), dropped: Arc::default() }
     }
 
     /// These prompts switching to `name` (embedding `text`) from latent position `start` on (a
@@ -98,6 +143,54 @@ impl<B: Backend> Prompts<B> {
     /// These prompts also taking live switches from `source`.
     pub fn live(self, source: Arc<dyn LiveSource<B>>) -> Self {
         Self { live: Some(source), ..self }
+    }
+
+    /// These prompts carrying K/V across the switches made so far as `across` says (see the
+    /// module docs), for the nodes of `graph`.
+    pub fn across(self, graph: &Graph, across: Across) -> Self {
+        let prompt = {
+            let state = self.lock();
+            graph.nodes.iter().map(|n| state.at(n.positions.first().copied().unwrap_or(0))).collect::<Vec<usize>>()
+        };
+        let publisher: HashMap<KvKey, usize> = graph.nodes.iter().flat_map(|n| n.publishes.iter().map(move |k| (*k, n.id))).collect();
+        let mut extra: HashMap<usize, BTreeSet<usize>> = HashMap::new();
+        let mut dropped = HashMap::new();
+        for n in &graph.nodes {
+            for (k, &p) in n.reads.iter().filter_map(|k| Some((k, publisher.get(k)?))) {
+                match across.of(k) {
+                    _ if prompt[p] == prompt[n.id] => {}
+                    Carry::Keep => {}
+                    Carry::Recache => {
+                        extra.entry(p).or_default().insert(prompt[n.id]);
+                    }
+                    Carry::Drop => {
+                        dropped.insert(*k, prompt[p]);
+                    }
+                }
+            }
+        }
+        let mut versions = HashMap::new();
+        for (p, others) in extra {
+            let list: Vec<usize> = std::iter::once(prompt[p]).chain(others).collect();
+            versions.extend(graph.nodes[p].publishes.iter().map(|k| (*k, list.clone())));
+        }
+        Self { versions: Arc::new(versions), dropped: Arc::new(dropped), ..self }
+    }
+
+    /// Whether a reader under prompt `prompt` drops `key` (see the module docs).
+    pub fn drops(&self, key: &KvKey, prompt: usize) -> bool {
+        self.dropped.get(key).is_some_and(|p| *p != prompt)
+    }
+
+    /// The prompts of the versions of published key `key`, its publisher's first (`None`: one
+    /// version).
+    pub fn versions(&self, key: &KvKey) -> Option<&[usize]> {
+        self.versions.get(key).map(Vec::as_slice)
+    }
+
+    /// Which version of `key` a reader under prompt `prompt` takes (batch element).
+    pub fn version_for(&self, key: &KvKey, prompt: usize) -> usize {
+        self.versions(key).and_then(|v| v.iter().position(|p| *p == prompt)).unwrap_or(0)
     }
 
     fn lock(&self) -> MutexGuard<'_, State<B>> {

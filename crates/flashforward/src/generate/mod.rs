@@ -22,7 +22,7 @@ use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
 use ff_model::text::PromptEmbedding;
 use ff_model::vae::WanVae;
-use ff_sched::exec::{DitRunner, LiveSource, NoiseSpec, Prompts, Roles, execute, execute_batched};
+use ff_sched::exec::{Across, DitRunner, LiveSource, NoiseSpec, Prompts, Roles, execute, execute_batched};
 
 use self::splice::Splice;
 use self::stream::{Finished, InOrder, Stop, Streamed};
@@ -174,6 +174,11 @@ impl<B: AttentionBackend> Pipeline<B> {
         for switch in &plan.switches {
             let (embedding, _) = prompt::embed(&plan.text, &switch.prompt, cache)?;
             prompts = prompts.switch(switch.position, switch.prompt.clone(), self.context(&embedding, main)?);
+        }
+        let policy = request.switch_policy;
+        let across = Across { anchors: policy.anchors, history: policy.history };
+        if across != Across::default() {
+            prompts = prompts.across(&plan.graph, across);
         }
         if let Some(live) = &request.live {
             let source = LiveEncoder {
