@@ -32,6 +32,7 @@ pub mod encode_videos;
 pub mod eval;
 pub mod generate;
 pub mod plan;
+pub mod serve;
 pub mod simulate;
 pub mod train;
 pub mod vae;

@@ -38,12 +38,14 @@ mod batched;
 mod dit;
 mod noise;
 mod placement;
+mod prompts;
 mod worker;
 
 pub use batched::{execute_batched, waves};
 pub use dit::{DitRunner, Roles};
 pub use noise::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
 pub use placement::{Placement, PlannerPlacement};
+pub use prompts::{Across, Carry, LiveSource, Prompts, Segment};
 pub use worker::worker_threads;
 
 use crate::bank::{Entry, WorkerBanks, bank_plan};
