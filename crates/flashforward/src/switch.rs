@@ -45,7 +45,7 @@ pub struct SwitchPolicy {
 }
 
 impl Default for SwitchPolicy {
-    /// Drop both: the measured choice (docs/RESULTS.md, section 11). On the small world, kept or
+    /// Drop both: the measured choice (docs/RESULTS.md, section 12). On the small world, kept or
     /// re-cached K/V of the old scene keeps the old object on screen for seconds after the
     /// switch; dropped, the new prompt's object is shown within a quarter second in most pairs,
     /// as the ground truth's cut shows it at once.
