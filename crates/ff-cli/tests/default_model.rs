@@ -196,9 +196,9 @@ mod switching {
             let (frames, _) = run(&pipe, &request(3).switch(1.0, OTHER).executor(executor));
             assert!(frames == switched, "{executor}: the same frames as the default executor");
         }
-        // Re-caching or dropping the K/V before the switch: other videos, each the same on every
+        // Re-caching or keeping the K/V before the switch (the default drops it): other videos, each the same on every
         // executor, and nothing changes for a switch to the same prompt.
-        let policies = [Carry::Recache, Carry::Drop].map(|c| SwitchPolicy { anchors: c, history: c });
+        let policies = [Carry::Recache, Carry::Keep].map(|c| SwitchPolicy { anchors: c, history: c });
         let mut seen = vec![switched.clone()];
         for policy in policies.into_iter().chain([SwitchPolicy { anchors: Carry::Recache, history: Carry::Keep }]) {
             let (made, _) = run(&pipe, &request(3).switch(1.0, OTHER).switch_policy(policy));

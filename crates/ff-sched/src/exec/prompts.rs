@@ -7,8 +7,8 @@
 //! (and its re-encode forward too). A planner block takes the prompt in effect at its first anchor
 //! when its first node starts, and keeps it for all its nodes (Euler steps and clean-endpoint
 //! forward), so one block is never planned under two prompts. Cross-attention reads the prompt's
-//! text K/V; the self-attention K/V already published (anchors, stage-matched history) is kept as
-//! it was made.
+//! text K/V; what happens to the self-attention K/V already published (anchors, stage-matched
+//! history) is said below.
 //!
 //! Switches known before the run are segments from the start. A **live** switch comes from a
 //! [`LiveSource`] polled whenever a node starts (on the worker about to run it): its prompt is

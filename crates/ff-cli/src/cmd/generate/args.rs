@@ -24,10 +24,10 @@ pub struct Args {
     #[arg(long = "switch", value_name = "SECONDS=PROMPT", value_parser = crate::switch_flag::parse)]
     pub(super) switches: Vec<(f64, String)>,
     /// What the planner's anchors made before a --switch are to the chunks after it: kept as
-    /// made, re-cached under the new prompt, or dropped [default: the library's].
+    /// made, re-cached under the new prompt, or dropped [default: drop].
     #[arg(long, value_enum, requires = "switches")]
     pub(super) switch_anchors: Option<Carry>,
-    /// The same for the renderer's stage-matched history [default: the library's].
+    /// The same for the renderer's stage-matched history [default: drop].
     #[arg(long, value_enum, requires = "switches")]
     pub(super) switch_history: Option<Carry>,
     /// Length in seconds at 16 FPS, rounded up to the next 1 + 4k frames.

@@ -210,7 +210,8 @@ mod tests {
         type Latent = Tensor<B, 5>;
         type Kv = ChunkKv<B>;
         fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<NodeResult<Self>> {
-            let (text, _) = self.0.text(&[node])?;
+            let prompt = self.0.prompts.begin(node)?;
+            let (text, _) = self.0.text(&[node], &[prompt])?;
             let r = &self.0;
             let x = r.input(node, source);
             let m = r.model(node)?;
