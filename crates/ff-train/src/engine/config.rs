@@ -98,6 +98,10 @@ pub struct TrainConfig {
     /// Checkpoints kept on disk (older ones are removed after a newer one is complete).
     #[config(default = 2)]
     pub keep_checkpoints: usize,
+    /// Read the next step's clips on a thread while a step runs (one step ahead at most); the
+    /// clips and hence the run are the same either way.
+    #[config(default = true)]
+    pub prefetch: bool,
 }
 
 impl TrainConfig {

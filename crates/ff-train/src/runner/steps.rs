@@ -27,6 +27,8 @@ pub trait Steps<D: ?Sized = ShardDataset> {
     fn save(&self, run: &Path) -> Result<PathBuf>;
     /// Restores the state of the checkpoint folder `dir` (its step count included).
     fn restore(&mut self, dir: &Path) -> Result<()>;
+    /// Ends the run's collective work (a multi-node run's closing barrier); nothing by default.
+    fn close(&mut self) {}
 }
 
 /// The engine's trainer with one objective; `base`: the base DiT weights its checkpoints name.
@@ -51,6 +53,9 @@ impl<B: AttentionBackend, O: Objective<Autodiff<B>> + Sync> Steps for Engine<'_,
     }
     fn restore(&mut self, dir: &Path) -> Result<()> {
         restore(&mut self.trainer, dir)
+    }
+    fn close(&mut self) {
+        self.trainer.close();
     }
 }
 
@@ -87,6 +92,10 @@ impl<B: AttentionBackend> Steps for DmdSteps<B> {
 
     fn restore(&mut self, dir: &Path) -> Result<()> {
         self.trainer.restore(dir)
+    }
+
+    fn close(&mut self) {
+        self.trainer.generator.close();
     }
 }
 
