@@ -83,7 +83,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         None => Start::Fresh(dit.clone()),
     };
-    let (session, devices) = prepare(config, args.run.resume, Some(start))?;
+    let (session, devices) = prepare(config, &args.run, Some(start))?;
     let outcome = train(&session, &objective, &devices)?;
     let code = finish(&outcome);
     if let Outcome::Finished { .. } = outcome {
