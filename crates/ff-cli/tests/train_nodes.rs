@@ -1,8 +1,8 @@
 //! `flashforward train sft` data parallel across processes on one machine (burn-collective over
 //! 127.0.0.1): two nodes of one device train the same bytes as one process with two devices and
 //! as one device accumulating two micro-batches; a killed node makes the other stop with an
-//! error within the collective timeout, and restarting both with `--resume` continues from the
-//! last checkpoint.
+//! error (its connection drops), a frozen one makes it stop when the collective timeout ends, and
+//! restarting both with `--resume` continues from the last checkpoint.
 
 use std::fs;
 use std::net::TcpListener;
@@ -135,4 +135,31 @@ fn a_killed_node_stops_the_other_within_the_timeout_and_resume_continues() {
     let log = String::from_utf8_lossy(&zero.stderr);
     assert!(log.contains("resumed from") && log.contains(&format!("step-{last:06}")), "{log}");
     assert!(run.join(format!("step-{:06}", last + 2)).is_dir());
+}
+
+#[test]
+fn a_frozen_node_stops_the_other_when_the_timeout_ends() {
+    let scratch = Scratch::new("nodes-frozen");
+    let root = &scratch.0;
+    setup_sft(root);
+    let run = root.join("run");
+    let (port, timeout) = (free_ports(), ["--steps", "1000", "--collective-timeout", "5"]);
+    let zero = node(root, "run", 0, port, &timeout);
+    let mut one = node(root, "run", 1, port, &timeout);
+    let start = Instant::now();
+    while !run.join("step-000002").is_dir() {
+        assert!(start.elapsed() < Duration::from_secs(120), "no checkpoint after 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGSTOP: node 1 keeps its connections open but never answers.
+    assert!(Command::new("kill").args(["-STOP", &one.id().to_string()]).status().unwrap().success());
+    let frozen = Instant::now();
+    let zero = wait(zero, Duration::from_secs(60), "node 0 beside a frozen node");
+    let stopped = frozen.elapsed();
+    one.kill().unwrap();
+    one.wait().unwrap();
+    assert!(!zero.status.success(), "node 0 must fail beside a frozen node");
+    let log = String::from_utf8_lossy(&zero.stderr);
+    assert!(log.contains("no answer from the other peers within 5s on node 0 of 2"), "{log}");
+    assert!(stopped >= Duration::from_secs(4) && stopped < Duration::from_secs(30), "node 0 stopped {stopped:?} after the freeze (timeout 5 s)");
 }

@@ -10,7 +10,7 @@ use super::{StepShape, gib, proc_status};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
 use ff_model::vae::WanVaeConfig;
-use ff_model::{AttentionBackend, DitConfig, LoraConfig, WanDit};
+use ff_model::{AttentionBackend, LoraConfig, WanDit};
 use ff_train::TrainRng;
 use ff_train::data::{InMemoryClips, LatentClip};
 use ff_train::dmd::{DmdConfig, DmdShared, DmdTrainer};

@@ -17,6 +17,11 @@
 //!   workers and reduce (tests in one binary share burn-collective's server of their backend).
 //!
 //! What burn-collective 0.21 cannot do, and the workaround here:
+//! * **A second multi-node all-reduce hangs.** Its nodes' sync (`SyncService::sync`, run at the
+//!   end of every global all-reduce) compared and cleared a copy of the list of sync requests,
+//!   so the list only grew and no sync after the first completed. The workspace patches the
+//!   crate (`vendor/burn-collective`, `[patch.crates-io]`) to take one request per node out of
+//!   the shared list; the crate is gone from Burn's main branch, so there is no newer release.
 //! * **No timeout, and hangs on a dead peer.** A node that dies leaves the others waiting
 //!   forever in the sync of the next all-reduce (`SyncService::sync` awaits a notification that
 //!   never comes), and a peer that cannot be reached panics inside burn-collective's runtime
@@ -254,13 +259,13 @@ fn watch<T: Send + 'static>(nodes: &Nodes, what: &str, f: impl FnOnce() -> std::
     let at = format!("node {} of {}{}", nodes.rank, nodes.count, nodes.coordinator.as_ref().map(|c| format!(", coordinator {c}")).unwrap_or_default());
     match rx.recv_timeout(nodes.timeout) {
         Ok(Ok(value)) => Ok(value),
+        Ok(Err(CollectiveError::LocalServerMissing)) | Err(RecvTimeoutError::Disconnected) => Err(TrainError::Collective(format!(
+            "{what}: burn-collective's server stopped on {at}: a node stopped or lost its connection"
+        ))),
         Ok(Err(e)) => Err(TrainError::Collective(format!("{what} failed on {at}: {e:?}"))),
         Err(RecvTimeoutError::Timeout) => Err(TrainError::Collective(format!(
             "{what}: no answer from the other peers within {:?} on {at}: a node stopped, failed or cannot be reached",
             nodes.timeout
-        ))),
-        Err(RecvTimeoutError::Disconnected) => Err(TrainError::Collective(format!(
-            "{what}: burn-collective's server stopped on {at}: a node stopped or lost its connection"
         ))),
     }
 }
