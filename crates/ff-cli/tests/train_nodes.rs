@@ -55,6 +55,19 @@ fn wait(mut child: Child, limit: Duration, what: &str) -> Output {
     output
 }
 
+/// Nodes 0 and 1 of a long run into `root/run` with a collective timeout of 5 s, once the run
+/// has its first checkpoint.
+fn training_past_a_checkpoint(root: &Path) -> (Child, Child) {
+    let (port, timeout) = (free_ports(), ["--steps", "1000", "--collective-timeout", "5"]);
+    let nodes = (node(root, "run", 0, port, &timeout), node(root, "run", 1, port, &timeout));
+    let start = Instant::now();
+    while !root.join("run/step-000002").is_dir() {
+        assert!(start.elapsed() < Duration::from_secs(120), "no checkpoint after 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nodes
+}
+
 fn succeeded(output: &Output, what: &str) {
     assert!(output.status.success(), "{what} failed: {}", String::from_utf8_lossy(&output.stderr));
 }
@@ -104,15 +117,7 @@ fn a_killed_node_stops_the_other_within_the_timeout_and_resume_continues() {
     let root = &scratch.0;
     setup_sft(root);
     let run = root.join("run");
-    let (port, timeout) = (free_ports(), ["--steps", "1000", "--collective-timeout", "5"]);
-    let zero = node(root, "run", 0, port, &timeout);
-    let mut one = node(root, "run", 1, port, &timeout);
-    // Kill node 1 once a checkpoint exists.
-    let start = Instant::now();
-    while !run.join("step-000002").is_dir() {
-        assert!(start.elapsed() < Duration::from_secs(120), "no checkpoint after 120 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (zero, mut one) = training_past_a_checkpoint(root);
     one.kill().unwrap();
     one.wait().unwrap();
     let killed = Instant::now();
@@ -123,7 +128,8 @@ fn a_killed_node_stops_the_other_within_the_timeout_and_resume_continues() {
     assert!(log.contains("data parallel") && log.contains("node 0 of 2"), "{log}");
     assert!(stopped < Duration::from_secs(30), "node 0 stopped {stopped:?} after the kill (timeout 5 s)");
 
-    let last = fs::read_dir(&run).unwrap().filter_map(|e| e.unwrap().file_name().to_str()?.strip_prefix("step-")?.parse::<usize>().ok()).max();
+    let last =
+        fs::read_dir(&run).unwrap().filter_map(|e| e.unwrap().file_name().to_str()?.strip_prefix("step-")?.parse::<usize>().ok()).max();
     let last = last.unwrap();
     let target = (last + 2).to_string();
     let resume = ["--steps", &target, "--resume", "--collective-timeout", "30"];
@@ -142,15 +148,7 @@ fn a_frozen_node_stops_the_other_when_the_timeout_ends() {
     let scratch = Scratch::new("nodes-frozen");
     let root = &scratch.0;
     setup_sft(root);
-    let run = root.join("run");
-    let (port, timeout) = (free_ports(), ["--steps", "1000", "--collective-timeout", "5"]);
-    let zero = node(root, "run", 0, port, &timeout);
-    let mut one = node(root, "run", 1, port, &timeout);
-    let start = Instant::now();
-    while !run.join("step-000002").is_dir() {
-        assert!(start.elapsed() < Duration::from_secs(120), "no checkpoint after 120 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (zero, mut one) = training_past_a_checkpoint(root);
     // SIGSTOP: node 1 keeps its connections open but never answers.
     assert!(Command::new("kill").args(["-STOP", &one.id().to_string()]).status().unwrap().success());
     let frozen = Instant::now();
@@ -161,5 +159,8 @@ fn a_frozen_node_stops_the_other_when_the_timeout_ends() {
     assert!(!zero.status.success(), "node 0 must fail beside a frozen node");
     let log = String::from_utf8_lossy(&zero.stderr);
     assert!(log.contains("no answer from the other peers within 5s on node 0 of 2"), "{log}");
-    assert!(stopped >= Duration::from_secs(4) && stopped < Duration::from_secs(30), "node 0 stopped {stopped:?} after the freeze (timeout 5 s)");
+    assert!(
+        stopped >= Duration::from_secs(4) && stopped < Duration::from_secs(30),
+        "node 0 stopped {stopped:?} after the freeze (timeout 5 s)"
+    );
 }

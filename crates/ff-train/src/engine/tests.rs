@@ -122,14 +122,16 @@ fn a_worker_that_fails_fails_the_step_on_every_device_without_a_hang() {
 
 #[test]
 fn nodes_need_a_rank_below_the_count_and_a_coordinator() {
-    let nodes = |count, rank, coordinator: Option<&str>| Nodes { count, rank, coordinator: coordinator.map(String::from), ..Nodes::default() };
+    let nodes =
+        |count, rank, coordinator: Option<&str>| Nodes { count, rank, coordinator: coordinator.map(String::from), ..Nodes::default() };
     assert_eq!(nodes(1, 0, None).validate().unwrap(), None);
     assert_eq!(nodes(2, 1, Some("10.0.0.1:29500")).validate().unwrap(), Some(("10.0.0.1".to_string(), 29500)));
     for (bad, says) in [(nodes(2, 2, Some("h:1")), "rank 2"), (nodes(2, 0, None), "coordinator"), (nodes(2, 0, Some("h")), "HOST:PORT")] {
         let err = bad.validate().unwrap_err().to_string();
         assert!(err.contains(says), "{err}");
     }
-    let err = Trainer::new(config(), tiny_model(), vec![Default::default()], 2).unwrap().with_nodes(nodes(4, 0, Some("h:1"))).err().unwrap();
+    let err =
+        Trainer::new(config(), tiny_model(), vec![Default::default()], 2).unwrap().with_nodes(nodes(4, 0, Some("h:1"))).err().unwrap();
     assert!(err.to_string().contains("batch 2"), "{err}");
 }
 
@@ -226,7 +228,8 @@ fn gradients_are_the_mean_over_clips_whatever_the_layout() {
     let trainable = params(&model.valid(), |p| Trainable::Lora.contains(p));
     let layout = Layout { params: trainable.iter().map(|(k, v)| (k.clone(), v.dims()[0])).collect(), batch: 2 };
     let grads = |devices: usize, shares: Vec<Vec<Vec<Job>>>| {
-        let (g, losses) = run(&model, &vec![Default::default(); devices], &Nodes::default(), &layout, 0, &objective(), shares, 0.5).unwrap();
+        let (g, losses) =
+            run(&model, &vec![Default::default(); devices], &Nodes::default(), &layout, 0, &objective(), shares, 0.5).unwrap();
         assert_eq!(losses.len(), 2);
         host(&g)
     };

@@ -130,7 +130,9 @@ fn rows(phase: impl Fn(bool, bool, u64) -> anyhow::Result<Row>) -> anyhow::Resul
 
 fn print(title: &str, rows: &[Row]) {
     println!("\n{title}");
-    println!("| precision | checkpointing | devices | weights + optimizer state | activations | total, replicated | total, sharded over the devices | on an 80 GB GPU |");
+    println!(
+        "| precision | checkpointing | devices | weights + optimizer state | activations | total, replicated | total, sharded over the devices | on an 80 GB GPU |"
+    );
     println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |");
     for r in rows {
         println!(

@@ -250,18 +250,27 @@ fn start_orchestrator(port: u16) -> Result<()> {
 
 /// Runs the collective call `f` on a detached thread and waits for it at most `nodes.timeout`
 /// (see the module doc: burn-collective has no timeout of its own).
-fn watch<T: Send + 'static>(nodes: &Nodes, what: &str, f: impl FnOnce() -> std::result::Result<T, CollectiveError> + Send + 'static) -> Result<T> {
+fn watch<T: Send + 'static>(
+    nodes: &Nodes,
+    what: &str,
+    f: impl FnOnce() -> std::result::Result<T, CollectiveError> + Send + 'static,
+) -> Result<T> {
     let (tx, rx) = mpsc::channel();
     let spawned = std::thread::Builder::new().name(format!("ff-collective-{what}")).spawn(move || {
         let _ = tx.send(f());
     });
     spawned.map_err(|e| TrainError::Collective(format!("{what}: cannot start its thread: {e}")))?;
-    let at = format!("node {} of {}{}", nodes.rank, nodes.count, nodes.coordinator.as_ref().map(|c| format!(", coordinator {c}")).unwrap_or_default());
+    let at = format!(
+        "node {} of {}{}",
+        nodes.rank,
+        nodes.count,
+        nodes.coordinator.as_ref().map(|c| format!(", coordinator {c}")).unwrap_or_default()
+    );
     match rx.recv_timeout(nodes.timeout) {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(CollectiveError::LocalServerMissing)) | Err(RecvTimeoutError::Disconnected) => Err(TrainError::Collective(format!(
-            "{what}: burn-collective's server stopped on {at}: a node stopped or lost its connection"
-        ))),
+        Ok(Err(CollectiveError::LocalServerMissing)) | Err(RecvTimeoutError::Disconnected) => {
+            Err(TrainError::Collective(format!("{what}: burn-collective's server stopped on {at}: a node stopped or lost its connection")))
+        }
         Ok(Err(e)) => Err(TrainError::Collective(format!("{what} failed on {at}: {e:?}"))),
         Err(RecvTimeoutError::Timeout) => Err(TrainError::Collective(format!(
             "{what}: no answer from the other peers within {:?} on {at}: a node stopped, failed or cannot be reached",

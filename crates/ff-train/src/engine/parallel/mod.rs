@@ -130,7 +130,8 @@ impl Layout {
     fn unpack<B: Backend>(&self, reduced: Tensor<B, 1>) -> Result<(ParamMap<B>, bool, Vec<f64>)> {
         let grads_len = self.grads_len();
         let tail_len = self.params.len() + 1 + 2 * self.batch;
-        let tail = reduced.clone().narrow(0, grads_len, tail_len).into_data().to_vec::<f32>().map_err(|e| TrainError::Worker(format!("{e:?}")))?;
+        let tail =
+            reduced.clone().narrow(0, grads_len, tail_len).into_data().to_vec::<f32>().map_err(|e| TrainError::Worker(format!("{e:?}")))?;
         let mut grads = ParamMap::new();
         let mut offset = 0;
         for ((path, n), present) in self.params.iter().zip(&tail) {
@@ -189,12 +190,16 @@ where
                 s.spawn(move || {
                     let share = catch_unwind(AssertUnwindSafe(|| run_share(&replica, objective, share, scale)))
                         .unwrap_or_else(|_| Err(TrainError::Worker("a worker thread panicked".into())));
-                    let reduced = collective.map(|c| c.all_reduce(c.peers[w], layout.pack(&share, start, device)).and_then(|r| layout.unpack(r)));
+                    let reduced =
+                        collective.map(|c| c.all_reduce(c.peers[w], layout.pack(&share, start, device)).and_then(|r| layout.unpack(r)));
                     (share, reduced)
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| (Err(TrainError::Worker("a worker thread panicked".into())), None))).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| (Err(TrainError::Worker("a worker thread panicked".into())), None)))
+            .collect()
     });
     finish(collective, results, first_job)
 }
