@@ -239,11 +239,11 @@ fn own_host(coordinator: &str, port: u16) -> String {
 fn start_orchestrator(port: u16) -> Result<()> {
     let taken = |e: std::io::Error| TrainError::Collective(format!("coordinator port {port}: {e}"));
     drop(std::net::TcpListener::bind(("0.0.0.0", port)).map_err(taken)?);
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().map_err(|e| taken(e))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().map_err(&taken)?;
     std::thread::Builder::new()
         .name("ff-orchestrator".into())
         .spawn(move || runtime.block_on(burn_collective::start_global_orchestrator(port)))
-        .map_err(taken)?;
+        .map_err(&taken)?;
     tracing::info!(target: "ff_train::engine", port, "orchestrator started");
     Ok(())
 }
