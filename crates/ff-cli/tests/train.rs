@@ -13,7 +13,13 @@ mod common;
 use common::{Scratch, setup_sft as setup, sft_args};
 
 fn train(root: &Path, out: &str, extra: &[&str]) -> Output {
-    let output = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(sft_args(root, out, extra)).env_remove("RUST_LOG").output().unwrap();
+    train_on(root, "model", out, extra)
+}
+
+/// `train sft` with `--model-dir root/model`.
+fn train_on(root: &Path, model: &str, out: &str, extra: &[&str]) -> Output {
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_flashforward")).args(sft_args(root, model, out, extra)).env_remove("RUST_LOG").output().unwrap();
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
     output
 }
@@ -86,4 +92,28 @@ fn refuses_bad_configs_and_runs_with_clear_errors() {
     fs::write(&bad, "[train]\nbatch = 3\nmicro_batch = 2\n").unwrap();
     let e = err(train(root, "other", &["--steps", "1", "--config", bad.to_str().unwrap(), "--devices", "cpu"]));
     assert!(e.contains("batch 3"), "{e}");
+}
+
+#[test]
+fn resume_refuses_another_model_dir_naming_both() {
+    let scratch = Scratch::new("other-model");
+    let root = &scratch.0;
+    setup(root);
+    ok(train(root, "run", &["--steps", "2"]));
+    // Another backbone: the same files with one weight byte changed.
+    let other = root.join("other-model");
+    fs::create_dir_all(&other).unwrap();
+    fs::copy(root.join("model/config.json"), other.join("config.json")).unwrap();
+    let mut weights = fs::read(root.join("model/diffusion_pytorch_model.safetensors")).unwrap();
+    *weights.last_mut().unwrap() ^= 0x40;
+    fs::write(other.join("diffusion_pytorch_model.safetensors"), weights).unwrap();
+    let log = err(train_on(root, "other-model", "run", &["--steps", "4", "--resume"]));
+    assert!(
+        log.contains("/model/diffusion_pytorch_model.safetensors") && log.contains("/other-model/diffusion_pytorch_model.safetensors"),
+        "{log}"
+    );
+    assert!(log.contains("state.json") && log.contains("xxh3-128:"), "{log}");
+    // The same weights in a moved directory resume.
+    fs::rename(root.join("model"), root.join("moved")).unwrap();
+    ok(train_on(root, "moved", "run", &["--steps", "4", "--resume"]));
 }

@@ -16,7 +16,7 @@ use common::{Scratch, setup_sft, sft_args};
 
 fn command(root: &Path, out: &str, extra: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_flashforward"));
-    command.args(sft_args(root, out, extra)).env_remove("RUST_LOG").stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.args(sft_args(root, "model", out, extra)).env_remove("RUST_LOG").stdout(Stdio::piped()).stderr(Stdio::piped());
     command
 }
 

@@ -109,8 +109,23 @@ impl Model {
         if request.splice && request.teacher.is_some() {
             invalid!("--splice keeps planner anchors, and the teacher sampler has no planner");
         }
-        let executor = request.executor.unwrap_or_else(|| Executor::default_for(&graph, devices));
-        let placement = executor.placement(graph.contract.stages(), devices);
+        let executor = match (request.executor, request.planner_cp) {
+            (Some(executor), _) => executor,
+            (None, true) => Executor::Wavefront,
+            (None, false) => Executor::default_for(&graph, devices),
+        };
+        let mut placement = executor.placement(graph.contract.stages(), devices);
+        if request.planner_cp {
+            if executor != Executor::Wavefront || request.teacher.is_some() {
+                invalid!(
+                    "--planner-cp shards the planner over the wavefront's stage devices: it runs with the wavefront executor, not {executor}"
+                );
+            }
+            if !graph.nodes.iter().any(|n| n.kind.is_planner()) {
+                invalid!("--planner-cp shards planner forwards, and the {} schedule here has none", graph.schedule);
+            }
+            placement = Placement::context_parallel(placement.stage_workers);
+        }
         let max_len = self.configs.dit.text_len;
         let tokenizer = &self.files.tokenizer;
         let (tokens, truncated) = prompt::check_length(tokenizer, max_len, &prompt, request.truncate_prompt)?;

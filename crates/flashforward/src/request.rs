@@ -129,6 +129,9 @@ pub struct Request {
     pub splice: bool,
     /// How the forwards are spread over workers (`None`: [`Executor::default_for`]).
     pub executor: Option<Executor>,
+    /// FlashForward-CP: shard every planner forward over all stage workers' devices (context
+    /// parallelism), then render with the wavefront.
+    pub planner_cp: bool,
     /// Seed of the initial and re-noising noise.
     pub seed: u64,
     /// Frame height in pixels (`None`: the model's).
@@ -156,6 +159,7 @@ impl Request {
             teacher: None,
             splice: false,
             executor: None,
+            planner_cp: false,
             seed: 0,
             height: None,
             width: None,
@@ -213,6 +217,11 @@ impl Request {
     /// The executor.
     pub fn executor(self, executor: Executor) -> Self {
         Self { executor: Some(executor), ..self }
+    }
+
+    /// FlashForward-CP ([`Request::planner_cp`]).
+    pub fn planner_cp(self, planner_cp: bool) -> Self {
+        Self { planner_cp, ..self }
     }
 
     /// Frame height and width in pixels.

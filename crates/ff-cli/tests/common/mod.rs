@@ -167,8 +167,12 @@ pub fn setup_sft(root: &Path) -> (PathBuf, PathBuf) {
     let mut writer = ShardWriter::open(&data, encoders, 2).unwrap();
     let mut rng = TrainRng::new(9);
     for i in 0..3 {
-        let clip =
-            LatentClip { latents: rng.normal_data(vec![16, 12, 4, 4]), prompt: rng.normal_data(vec![5, 24]), caption: format!("clip {i}") };
+        let clip = LatentClip {
+            latents: rng.normal_data(vec![16, 12, 4, 4]),
+            prompt: rng.normal_data(vec![5, 24]),
+            crops: None,
+            caption: format!("clip {i}"),
+        };
         writer.push(&format!("v{i}.mp4"), [32, 32], &clip).unwrap();
     }
     writer.finish().unwrap();
@@ -178,10 +182,10 @@ pub fn setup_sft(root: &Path) -> (PathBuf, PathBuf) {
     (model, data)
 }
 
-/// The arguments of `train sft` over `setup_sft`'s model and data into `root/out`, seed 3, with
-/// its `sft.toml` unless `extra` names a `--config`.
-pub fn sft_args(root: &Path, out: &str, extra: &[&str]) -> Vec<String> {
-    let (model, data, config) = (root.join("model"), root.join("data"), root.join("sft.toml"));
+/// The arguments of `train sft` over `setup_sft`'s data with `--model-dir root/model` into
+/// `root/out`, seed 3, with its `sft.toml` unless `extra` names a `--config`.
+pub fn sft_args(root: &Path, model: &str, out: &str, extra: &[&str]) -> Vec<String> {
+    let (model, data, config) = (root.join(model), root.join("data"), root.join("sft.toml"));
     let mut args: Vec<String> =
         ["train", "sft", "--model-dir", model.to_str().unwrap(), "--data", data.to_str().unwrap()].iter().map(|s| s.to_string()).collect();
     args.extend(["--out".into(), root.join(out).to_str().unwrap().to_string(), "--seed".into(), "3".into()]);

@@ -29,7 +29,8 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
 use ff_model::FlowMatch;
-use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, TextContext, WanDit};
+use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, Shard, ShardReads, TextContext, ThreadGather, WanDit, shard_frames};
+use std::sync::{Arc, Mutex};
 use window::{WindowKey, Windows};
 
 impl<B: AttentionBackend> Entry for ChunkKv<B> {
@@ -51,7 +52,7 @@ impl Roles {
     /// The roles of the nodes `placement` puts on any of `workers`.
     pub fn of_workers(graph: &Graph, placement: &Placement, workers: &[usize]) -> Self {
         let mut roles = Self::default();
-        for n in graph.nodes.iter().filter(|n| workers.contains(&placement.worker_of(n))) {
+        for n in graph.nodes.iter().filter(|n| workers.iter().any(|w| placement.workers_of(n).contains(w))) {
             let planner = n.kind.is_planner();
             roles.planner |= planner;
             roles.renderer |= !planner;
@@ -99,6 +100,8 @@ pub struct DitRunner<B: AttentionBackend> {
     planner_guidance: Option<f64>,
     windows: Windows<B>,
     device: B::Device,
+    /// This runner's endpoint when it computes a shard of every planner forward.
+    shard: Option<Arc<Mutex<ThreadGather<B>>>>,
 }
 
 impl<B: AttentionBackend> DitRunner<B> {
@@ -133,7 +136,16 @@ impl<B: AttentionBackend> DitRunner<B> {
             planner_guidance: contract.planner_guided().then_some(contract.config.planner_guidance),
             windows: Windows::new(contract, &config, noise.height, noise.width, &device),
             device,
+            shard: None,
         }
+    }
+
+    /// This runner computing shard `end.index()` of every planner forward, exchanging K/V with
+    /// the other runners of `end`'s group (one per stage worker of a
+    /// [`Placement::context_parallel`], each on its device; `ThreadGather::group`).
+    pub fn with_planner_shard(mut self, end: ThreadGather<B>) -> Self {
+        self.shard = Some(Arc::new(Mutex::new(end)));
+        self
     }
 
     /// This runner with the empty prompt's embeddings (`[1, text_tokens, text_dim]`), which guided
@@ -177,6 +189,7 @@ impl<B: AttentionBackend> DitRunner<B> {
             planner_guidance: self.planner_guidance,
             windows: self.windows.to_device(device),
             device: device.clone(),
+            shard: self.shard.clone(),
         }
     }
 
@@ -326,6 +339,57 @@ impl<B: AttentionBackend> DitRunner<B> {
     }
 }
 
+impl<B: AttentionBackend> DitRunner<B> {
+    /// This runner's shard of planner `node` (see `ff_model::dit::parallel`): the input latent
+    /// is drawn whole (noise is per frame position, so every shard draws the same), the shard's
+    /// frames run through the model with the K/V all-gathered per layer, and the predictions are
+    /// gathered, so every shard ends with the whole x0 and K/V. A shard with no frames (fewer
+    /// anchors than devices) only receives.
+    fn forward_shard(
+        &mut self,
+        node: &Node,
+        source: Option<&Tensor<B, 5>>,
+        reads: &[&ChunkKv<B>],
+        end: &ThreadGather<B>,
+    ) -> Result<NodeResult<Self>> {
+        let model_err = |source| SchedError::Model { node: node.id, source };
+        let frames = shard_frames(node.positions.len(), end.devices());
+        end.set_active(frames.len());
+        let x = self.input(node, source);
+        let [_, _, _, h, w] = x.dims();
+        let (text, guidance) = self.text(node, 1)?;
+        let passes = if guidance.is_some() { 2 } else { 1 };
+        let layers = self.model(node)?.model.config().num_layers;
+        let (prediction, kv) = match frames.get(end.index()).cloned() {
+            Some(mine) => {
+                let key = self.windows.prepare(node, reads)?;
+                let ctx = BatchContext::new((0..passes).map(|_| key.map(|k| self.windows.window(k))).collect());
+                let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
+                let timesteps = vec![node.timesteps[mine.clone()].to_vec(); passes];
+                let part = x.clone().narrow(2, mine.start, mine.len());
+                let batch = Tensor::cat(vec![part; passes], 0);
+                let shard = Shard { frames: mine, exchange: end };
+                let reads = ShardReads::Context(&ctx);
+                let out = self.model(node)?.model.forward_shard(&shard, batch, &timesteps, &layout, &text, reads).map_err(model_err)?;
+                if let Some(k) = key {
+                    self.windows.published(node, k)?;
+                }
+                (end.gather_frames(layers, Some(out.prediction), [h, w]).map_err(model_err)?, out.kv)
+            }
+            None => {
+                let kv = (0..layers).map(|l| end.receive(l)).collect::<ff_model::Result<Vec<_>>>().map_err(model_err)?;
+                (end.gather_frames(layers, None, [h, w]).map_err(model_err)?, ChunkKv { layers: kv })
+            }
+        };
+        let v = |e: usize| prediction.clone().narrow(0, e, 1);
+        let velocity = match guidance {
+            Some(g) => ff_model::flow::cfg(v(1), v(0), g),
+            None => v(0),
+        };
+        Ok(self.finish(node, x, velocity, kv.batch_element(0)))
+    }
+}
+
 /// Tokens `start..start + len` of every layer.
 fn narrow_kv<B: AttentionBackend>(kv: &ChunkKv<B>, start: usize, len: usize) -> ChunkKv<B> {
     ChunkKv {
@@ -343,7 +407,17 @@ impl<B: AttentionBackend> Runner for DitRunner<B> {
 
     fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<(Tensor<B, 5>, Vec<ChunkKv<B>>)> {
         let _span = tracing::trace_span!("forward", node = node.id, kind = ?node.kind, level = node.level).entered();
-        Ok(self.forward_batch(&[node], &[source], &[reads.to_vec()])?.remove(0))
+        match self.shard.clone().filter(|_| node.kind.is_planner()) {
+            Some(end) => self.forward_shard(node, source, reads, &end.lock().expect("shard endpoint lock")),
+            None => Ok(self.forward_batch(&[node], &[source], &[reads.to_vec()])?.remove(0)),
+        }
+    }
+
+    fn planner_shard(&self) -> Option<(usize, usize)> {
+        self.shard.as_ref().map(|end| {
+            let end = end.lock().expect("shard endpoint lock");
+            (end.index(), end.devices())
+        })
     }
 
     /// One batched forward (`forward_chunks`, one batch element per node, see

@@ -25,7 +25,7 @@ pub mod params;
 pub(crate) mod tests;
 mod trainer;
 
-pub use config::{TrainConfig, Trainable};
+pub use config::{Checkpointing, TrainConfig, Trainable};
 pub use ema::Ema;
 pub use grow::grow;
 pub use optim::{Moments, Optimizer, clip_global_norm};

@@ -40,6 +40,7 @@ pub(crate) fn clips(n: usize) -> InMemoryClips {
             .map(|i| LatentClip {
                 latents: rng.normal_data(vec![16, 3, 4, 4]),
                 prompt: rng.normal_data(vec![5, 24]),
+                crops: None,
                 caption: format!("clip {i}"),
             })
             .collect(),
@@ -203,9 +204,9 @@ fn global_clip_scales_all_gradients_by_one_factor() {
 fn ema_follows_its_recurrence() {
     let device = Default::default();
     let t = |v: f32| Tensor::<Inner, 1>::from_data(TensorData::new(vec![v], [1]), &device);
-    let mut ema = Ema::new(0.9, [("w".to_string(), t(1.0))].into());
-    ema.update(&[("w".to_string(), t(2.0))].into());
-    ema.update(&[("w".to_string(), t(4.0))].into());
+    let mut ema = Ema::new(0.9, false, [("w".to_string(), t(1.0))].into());
+    ema.update(&[("w".to_string(), t(2.0))].into(), 1);
+    ema.update(&[("w".to_string(), t(4.0))].into(), 2);
     let got = ema.values()["w"].clone().into_scalar();
     assert!((got - (0.9 * (0.9 * 1.0 + 0.1 * 2.0) + 0.1 * 4.0)).abs() < 1e-6, "{got}");
 }
@@ -281,4 +282,48 @@ fn a_failed_step_changes_nothing() {
     // The data, random stream and optimizer carry on as if the failure had not happened.
     trainer.step(&objective(), &clips(2)).unwrap();
     assert_eq!(host(&trainer.trainable_values()), host(&reference.trainable_values()));
+}
+
+#[test]
+fn the_exported_ema_warms_up_over_the_first_steps() {
+    // With the paper's decay 0.999 and no warm-up, three steps leave the EMA 99.7 % at the start
+    // weights. The warm-up decay of update t (0-based) is min(0.999, (1 + t) / (10 + t)):
+    // 0.1, 0.18̅, 0.25, so the export already sits near the trained weights.
+    let data = clips(4);
+    let mut trainer = Trainer::new(config().with_ema_decay(0.999), tiny_model(), vec![Default::default()], 4).unwrap();
+    let mut weights = vec![host(&trainer.trainable_values())];
+    for _ in 0..3 {
+        trainer.step(&objective(), &data).unwrap();
+        weights.push(host(&trainer.trainable_values()));
+    }
+    let mut want = weights[0].clone();
+    for (t, theta) in weights[1..].iter().enumerate() {
+        let d = 0.999f64.min((1.0 + t as f64) / (10.0 + t as f64));
+        for (k, e) in &mut want {
+            e.iter_mut().zip(&theta[k]).for_each(|(e, x)| *e = (d * *e as f64 + (1.0 - d) * *x as f64) as f32);
+        }
+    }
+    let (ema, exported) = (host(trainer.ema_values()), host(&params(&trainer.ema_model(), |p| Trainable::Lora.contains(p))));
+    assert!(max_diff(&ema, &want) < 1e-6, "EMA against the hand recurrence: {}", max_diff(&ema, &want));
+    assert_eq!(exported, ema, "the export is the EMA");
+    let (from_start, moved) = (max_diff(&ema, &weights[0]), max_diff(&weights[3], &weights[0]));
+    assert!(from_start > 0.5 * moved, "the EMA moved {from_start}, the weights {moved}");
+}
+
+#[test]
+fn block_checkpointing_trains_the_same_weights_bit_for_bit() {
+    // `[train] checkpointing = "blocks"` runs the engine on `Autodiff<B, BalancedCheckpointing>`:
+    // recomputed activations, the same gradients, so the same weights after two steps.
+    use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+    type Ck = Autodiff<NdArray, BalancedCheckpointing>;
+    let model = tiny_model();
+    let plain = train(&model, config(), 1, 2);
+    let data = clips(4);
+    let checkpointed = WanDit::<Ck>::from_inner(model.valid());
+    let mut trainer = Trainer::new(config().with_checkpointing(Checkpointing::Blocks), checkpointed, vec![Default::default()], 4).unwrap();
+    for _ in 0..2 {
+        trainer.step(&objective(), &data).unwrap();
+    }
+    let bits = |m: &BTreeMap<String, Vec<f32>>| m.values().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&host(&trainer.trainable_values())), bits(&plain));
 }

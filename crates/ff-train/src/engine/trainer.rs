@@ -110,7 +110,7 @@ where
         }
         let trainable = config.trainable;
         let model = set_trainable(model, |p| trainable.contains(p));
-        let ema = Ema::new(config.ema_decay, params(&model.valid(), |p| trainable.contains(p)));
+        let ema = Ema::new(config.ema_decay, config.ema_warmup, params(&model.valid(), |p| trainable.contains(p)));
         if ema.values().is_empty() {
             return Err(TrainError::Config(format!("trainable = {trainable:?} selects no parameter of the model")));
         }
@@ -224,7 +224,7 @@ where
         let lr = self.config.lr_at(step);
         let mut values = self.trainable_values();
         values.extend(self.optimizer.step(lr, &values, grads));
-        self.ema.update(&values);
+        self.ema.update(&values, step);
         let model = self.model.clone();
         self.model = assign(model, values.into_iter().map(|(k, v)| (k, Tensor::from_inner(v))).collect());
         (self.sampler, self.rng, self.step) = (sampler, rng, step);

@@ -27,7 +27,7 @@ use ff_sched::exec::{DitRunner, NoiseSpec, Roles, execute, execute_batched};
 use self::splice::Splice;
 use self::stream::{Finished, InOrder, Stop, Streamed};
 use crate::error::{Context, Error, Result};
-use crate::executor::{Executor, device_of};
+use crate::executor::{Executor, device_of, planner_shards};
 use crate::model::Model;
 use crate::model::served::{ServedDit, load_served};
 use crate::plan::Plan;
@@ -244,9 +244,14 @@ impl<B: AttentionBackend> Run<'_, B> {
                 base.for_roles(Roles::of_workers(graph, placement, &on_device)).to_device(device)
             })
             .collect();
+        let mut shards = planner_shards::<B>(placement, devices).into_iter();
         let runners: Vec<_> = (0..workers)
             .map(|w| {
                 let runner = per_device[device_of(w, devices.len())].clone();
+                let runner = match shards.next() {
+                    Some(end) => runner.with_planner_shard(end),
+                    None => runner,
+                };
                 Streamed::new(runner, w, tx.clone(), stop.clone()).with_splice(self.request.splice)
             })
             .collect();

@@ -87,7 +87,10 @@ impl<R: Runner> Streamed<R> {
     fn send(&self, node: &Node, source: Option<&R::Latent>, latent: &R::Latent) {
         let (latent, planner) = match (node.output, self.splice, node.kind, source) {
             (true, ..) => (latent, false),
-            (false, true, NodeKind::PlannerCache, Some(anchors)) => (anchors, true),
+            // under a context-parallel planner every shard ends with the anchors: shard 0 sends
+            (false, true, NodeKind::PlannerCache, Some(anchors)) if self.inner.planner_shard().is_none_or(|(s, _)| s == 0) => {
+                (anchors, true)
+            }
             _ => return,
         };
         let _ = self.outputs.send(Finished { positions: node.positions.clone(), latent: latent.clone(), planner });
@@ -117,6 +120,10 @@ impl<R: Runner> Runner for Streamed<R> {
             self.send(node, *source, latent);
         }
         Ok(results)
+    }
+
+    fn planner_shard(&self) -> Option<(usize, usize)> {
+        self.inner.planner_shard()
     }
 
     fn adopt_latent(&self, latent: R::Latent) -> R::Latent {

@@ -75,6 +75,7 @@ fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyho
     let clip = LatentClip {
         latents: rng.normal_data(vec![c.in_channels, 1, a.shape.height, a.shape.width]),
         prompt: rng.normal_data(vec![a.shape.text_tokens, c.text_dim]),
+        crops: None,
         caption: "random".into(),
     };
     let data = InMemoryClips(vec![clip]);

@@ -2,16 +2,23 @@
 //! the paper's values) of random-weight presets on random latents: steps/s and, on the CPU, the
 //! process's peak resident memory during the step (`VmHWM` after resetting it through
 //! `/proc/self/clear_refs`: it includes the weights and optimizer state already held). Then the
-//! memory plan of the paper's layout at the 1.3B shape, by arithmetic.
+//! memory plan of the paper's layout at the 1.3B shape, by arithmetic (composition below), and
+//! the per-device plan of Phase 1 by precision, checkpointing and device count ([`super::scale`]).
 //!
-//! The plan is [`super::scale`]'s (Phase 1 at 1.3B / 480p for each precision, checkpointing
-//! and device count). Beside it, the attention this layout needs at that shape: the dense token
-//! mask and scores a token-level implementation would build, against the scores of the allowed
-//! frame pairs only.
+//! Memory plan, per device, no sharding: weights in the training dtype; trainable parameters
+//! (LoRA + role vectors, or everything) also as f32 gradient, two f32 AdamW moments (Burn keeps
+//! the first moment even at β₁ = 0) and an f32 EMA copy. Activations saved for backward, per
+//! layer with `N` packed tokens: ≈ 33 `[N, dim]` (13 in self-attention: norm, modulation, q/k/v,
+//! q/k norms and RoPE, attention output, projection, residual; 12 for the role-masked LoRA deltas
+//! of two roles on 6 projections; 5 in cross-attention; 3 around the FFN) + 2 `[N, ffn]` (FFN
+//! hidden before and after GELU); with per-layer checkpointing only the layer inputs stay and one
+//! layer is recomputed. Attention: the dense token mask and dense f32 scores a token-level
+//! implementation would build, against the scores of the allowed frame pairs only.
 
 use super::{StepShape, gib, param_counts, proc_status};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use ff_model::AttentionBackend;
@@ -38,6 +45,17 @@ pub struct Args {
     /// Timed steps (after one warm-up step).
     #[arg(long, default_value_t = 2)]
     iters: usize,
+    /// Activation checkpointing of the backward pass (`[train] checkpointing`): `none` or
+    /// `blocks`. Compare peaks across separate runs: the allocator keeps freed pages resident.
+    #[arg(long, value_enum, default_value = "none")]
+    checkpointing: CheckpointingArg,
+}
+
+/// `--checkpointing`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum CheckpointingArg {
+    None,
+    Blocks,
 }
 
 struct Row {
@@ -75,7 +93,10 @@ struct Bench<'a> {
 impl BackendTask for Bench<'_> {
     type Output = Row;
     fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> anyhow::Result<Row> {
-        bench::<Autodiff<B>>(self.name, self.args, &devices[0])
+        match self.args.checkpointing {
+            CheckpointingArg::None => bench::<Autodiff<B>>(self.name, self.args, &devices[0]),
+            CheckpointingArg::Blocks => bench::<Autodiff<B, BalancedCheckpointing>>(self.name, self.args, &devices[0]),
+        }
     }
 }
 
@@ -98,6 +119,7 @@ where
     let clip = LatentClip {
         latents: rng.normal_data(vec![c.in_channels, a.shape.latents, a.shape.height, a.shape.width]),
         prompt: rng.normal_data(vec![a.shape.text_tokens, c.text_dim]),
+        crops: None,
         caption: "random".into(),
     };
     let frames = objective.layout(&objective.draw(&clip, &mut rng.clone())?.offsets).len();
@@ -134,27 +156,86 @@ where
     })
 }
 
-/// The attention of the packed layout at the 1.3B shape and 480p, one layer: (what, bytes).
-fn attention() -> anyhow::Result<Vec<(String, u64)>> {
-    let c = DitConfig::wan_t2v_1_3b();
-    let layout = SftObjective::new(SftConfig::new())?.layout(&[1, 4, 6, 9]);
-    let [_, ph, pw] = c.patch_size;
-    let per_frame = (60 / ph) * (104 / pw);
-    let (frames, n) = (layout.len() as u64, (layout.len() * per_frame) as u64);
-    let heads = c.num_heads as u64;
-    let allowed: u64 = (0..layout.len()).map(|q| (0..layout.len()).filter(|&k| layout.mask.is_allowed(q, k)).count() as u64).sum();
-    let pair = (per_frame * per_frame) as u64;
-    Ok(vec![
-        (format!("dense token mask, bool (N = {n} tokens)"), n * n),
-        ("dense attention scores, f32 (all heads)".into(), heads * n * n * 4),
-        (format!("scores of the allowed frame pairs only, f32 ({allowed} of {} pairs)", frames * frames), heads * allowed * pair * 4),
-    ])
+/// What the paper's layout needs on one device at the 1.3B shape; see the module docs.
+struct Plan {
+    rows: Vec<(String, u64)>,
+}
+
+impl Plan {
+    fn new(c: &DitConfig, rank: usize, height: usize, width: usize) -> anyhow::Result<(Self, String)> {
+        let objective = SftObjective::new(SftConfig::new())?;
+        let layout = objective.layout(&[1, 4, 6, 9]);
+        let [_, ph, pw] = c.patch_size;
+        let per_frame = (height / ph) * (width / pw);
+        let (frames, n) = (layout.len() as u64, (layout.len() * per_frame) as u64);
+        let (backbone, roles) = param_counts(c, rank);
+        let (backbone, roles) = (backbone as u64, roles as u64);
+        let (d, f, heads, layers) = (c.dim as u64, c.ffn_dim as u64, c.num_heads as u64, c.num_layers as u64);
+        let allowed: u64 = (0..layout.len()).map(|q| (0..layout.len()).filter(|&k| layout.mask.is_allowed(q, k)).count() as u64).sum();
+        let pair = (per_frame * per_frame) as u64;
+        let layer_acts = (33 * n * d + 2 * n * f) * 2;
+        let mut rows = vec![
+            (format!("backbone weights, bf16 ({:.2} B params)", backbone as f64 / 1e9), backbone * 2),
+            (format!("LoRA rank {rank} ×2 roles + role vectors, f32 ({:.0} M params)", roles as f64 / 1e6), roles * 4),
+            ("gradients of LoRA + roles, f32".into(), roles * 4),
+            ("AdamW moments of LoRA + roles, 2 × f32".into(), roles * 8),
+            ("EMA of LoRA + roles, f32".into(), roles * 4),
+            (format!("activations of one layer, bf16 (≈ 33·N·dim + 2·N·ffn, N = {n} tokens)"), layer_acts),
+            (format!("activations of all {layers} layers, no checkpointing"), layers * layer_acts),
+            ("activations with per-layer checkpointing (inputs + one layer)".into(), layers * n * d * 2 + layer_acts),
+            ("dense token mask, bool (what a token-level mask would take)".into(), n * n),
+            ("dense attention scores of one layer, f32 (all heads)".into(), heads * n * n * 4),
+            (
+                format!("scores of the allowed frame pairs only, one layer, f32 ({allowed} of {} pairs)", frames * frames),
+                heads * allowed * pair * 4,
+            ),
+        ];
+        let fixed = backbone * 2 + roles * 20;
+        let checkpointed = layers * n * d * 2 + layer_acts;
+        // Context parallelism over D devices (`ff_model::dit::parallel`): weights and optimizer
+        // state replicated, activations split by whole frames, plus (D > 1) the all-gathered K/V
+        // of the layer in flight (each shard holds the whole sequence's K and V, bf16), kept for
+        // every layer when nothing is recomputed.
+        let gathered = 2 * n * d * 2;
+        let per_device = |shards: u64, all_layers: bool| {
+            let gathered = if shards > 1 { gathered } else { 0 };
+            match all_layers {
+                true => fixed + layers * (layer_acts / shards + gathered),
+                false => fixed + checkpointed / shards + gathered,
+            }
+        };
+        let fits = |all_layers: bool| (1..=64u64).find(|&s| per_device(s, all_layers) <= 80 * 1_000_000_000);
+        rows.push(("all-gathered K/V of one layer on each context-parallel shard, bf16".into(), gathered));
+        let smallest = |all_layers| fits(all_layers).map_or("none up to 64".to_string(), |s| format!("D = {s}"));
+        for (all_layers, how) in [(false, "per-layer checkpointing"), (true, "all layers kept")] {
+            for shards in [1u64, 2, 4, 8, 16] {
+                rows.push((format!("per device, context-parallel over D = {shards}, {how}"), per_device(shards, all_layers)));
+            }
+            rows.push((
+                format!("smallest D within 80 GB, {how}: {}", smallest(all_layers)),
+                per_device(fits(all_layers).unwrap_or(64), all_layers),
+            ));
+        }
+        let title = format!(
+            "memory plan of the paper's layout: {} preset, L = 81, {frames} packed frames × {per_frame} tokens ({height}×{width} latents), one clip per device",
+            if c == &DitConfig::wan_t2v_1_3b() { "1.3b".to_string() } else { format!("dim {}", c.dim) }
+        );
+        Ok((Self { rows }, title))
+    }
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
-        "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
-        a.devices, a.precision, a.shape.latents, a.shape.height, a.shape.width, a.shape.text_tokens, a.shape.lora_rank, a.trainable
+        "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}, checkpointing {:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
+        a.devices,
+        a.precision,
+        a.checkpointing,
+        a.shape.latents,
+        a.shape.height,
+        a.shape.width,
+        a.shape.text_tokens,
+        a.shape.lora_rank,
+        a.trainable
     );
     println!("| preset | packed frames | tokens | trainable params | seconds/step | steps/s | RSS before step | peak RSS during step |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
@@ -173,13 +254,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             mem(r.rss_peak)
         );
     }
-    super::scale::print_phase1()?;
-    println!("\nattention of one layer of that layout (what the block-sparse kernel avoids)");
+    let (plan, title) = Plan::new(&DitConfig::wan_t2v_1_3b(), 256, 60, 104)?;
+    println!("\n{title}");
     println!("| part | bytes |");
     println!("| --- | ---: |");
-    for (what, bytes) in attention()? {
+    for (what, bytes) in plan.rows {
         println!("| {what} | {} |", gib(bytes));
     }
+    super::scale::print_phase1()?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -59,6 +59,10 @@ pub struct Args {
     /// `cpu`, CUDA devices `cuda:0,1,2,3` or `wgpu:0` (need builds with those features).
     #[arg(long, default_value = "cpu")]
     pub(super) devices: DeviceSpec,
+    /// FlashForward-CP: shard every planner forward over the stage devices (context
+    /// parallelism), then render with the wavefront; the same video.
+    #[arg(long)]
+    pub(super) planner_cp: bool,
     /// Float precision of the DiT and VAE (bf16 needs CUDA).
     #[arg(long, value_enum, default_value = "f32")]
     pub(super) precision: Precision,
@@ -128,6 +132,6 @@ impl Args {
             request = request.prompt_cache(cache);
         }
         (request.height, request.width) = (self.height, self.width);
-        Ok(request.splice(self.splice).truncate_prompt(self.truncate_prompt))
+        Ok(request.splice(self.splice).truncate_prompt(self.truncate_prompt).planner_cp(self.planner_cp))
     }
 }
