@@ -31,8 +31,9 @@ impl LatentClip {
     }
 }
 
-/// A dataset of clips `C` (latent clips by default) addressed by index.
-pub trait ClipSource<C = LatentClip> {
+/// A dataset of clips `C` (latent clips by default) addressed by index; `Sync`, as the trainer
+/// reads the next step's clips on a thread of its own.
+pub trait ClipSource<C = LatentClip>: Sync {
     /// Number of clips.
     fn len(&self) -> usize;
     /// Whether the dataset holds no clip.

@@ -121,6 +121,10 @@ pub struct TrainConfig {
     /// Activation checkpointing of the backward pass ([`Checkpointing`]).
     #[config(default = "Checkpointing::None")]
     pub checkpointing: Checkpointing,
+    /// Read the next step's clips on a thread while a step runs (one step ahead at most); the
+    /// clips and hence the run are the same either way.
+    #[config(default = true)]
+    pub prefetch: bool,
 }
 
 impl TrainConfig {

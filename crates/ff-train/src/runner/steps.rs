@@ -28,6 +28,8 @@ pub trait Steps<D: ?Sized = ShardDataset> {
     fn save(&self, run: &Path) -> Result<PathBuf>;
     /// Restores the state of the checkpoint folder `dir` (its step count included).
     fn restore(&mut self, dir: &Path) -> Result<()>;
+    /// Ends the run's collective work (a multi-node run's closing barrier); nothing by default.
+    fn close(&mut self) {}
 }
 
 /// The engine's trainer with one objective; `base`: the base DiT weights its checkpoints name.
@@ -54,6 +56,9 @@ impl<B: AttentionBackend, O: Objective<Autodiff<B, C>> + Sync, C: CheckpointStra
     fn restore(&mut self, dir: &Path) -> Result<()> {
         checkpoint::check_base(dir, self.base)?;
         restore(&mut self.trainer, dir)
+    }
+    fn close(&mut self) {
+        self.trainer.close();
     }
 }
 
@@ -91,6 +96,10 @@ impl<B: AttentionBackend> Steps for DmdSteps<B> {
     fn restore(&mut self, dir: &Path) -> Result<()> {
         checkpoint::check_base(&dir.join(crate::dmd::CRITIC_DIR), Some(&self.critic_base))?;
         self.trainer.restore(dir)
+    }
+
+    fn close(&mut self) {
+        self.trainer.generator.close();
     }
 }
 

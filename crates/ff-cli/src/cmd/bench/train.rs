@@ -2,7 +2,8 @@
 //! the paper's values) of random-weight presets on random latents: steps/s and, on the CPU, the
 //! process's peak resident memory during the step (`VmHWM` after resetting it through
 //! `/proc/self/clear_refs`: it includes the weights and optimizer state already held). Then the
-//! memory plan of the paper's layout at the 1.3B shape, by arithmetic (composition below).
+//! memory plan of the paper's layout at the 1.3B shape, by arithmetic (composition below), and
+//! the per-device plan of Phase 1 by precision, checkpointing and device count ([`super::scale`]).
 //!
 //! Memory plan, per device, no sharding: weights in the training dtype; trainable parameters
 //! (LoRA + role vectors, or everything) also as f32 gradient, two f32 AdamW moments (Burn keeps
@@ -260,6 +261,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     for (what, bytes) in plan.rows {
         println!("| {what} | {} |", gib(bytes));
     }
+    super::scale::print_phase1()?;
     Ok(ExitCode::SUCCESS)
 }
 
