@@ -406,9 +406,7 @@ impl<B: AttentionBackend> DitRunner<B> {
             .zip(inputs)
             .zip(versions)
             .enumerate()
-            .map(|(b, ((node, x), others))| {
-                self.finish(node, x, velocity(b), with_versions(out.kv.batch_element(b * passes), &others))
-            })
+            .map(|(b, ((node, x), others))| self.finish(node, x, velocity(b), with_versions(out.kv.batch_element(b * passes), &others)))
             .collect())
     }
 
