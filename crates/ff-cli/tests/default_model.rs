@@ -218,6 +218,24 @@ mod switching {
         assert_eq!(prompts[6..], [PROMPT, PROMPT, PROMPT]);
     }
 
+    /// FlashForward-CP's planner shards read and publish under the switch's prompts as a whole
+    /// planner forward does: the same frames as one device, under every carry policy.
+    #[test]
+    fn a_switch_with_the_planner_sharded_makes_the_single_device_video() {
+        let scratch = Scratch::new("switch-cp");
+        let dir = world_dir(&scratch.0);
+        let one = Pipeline::<flashforward::Cpu>::load(&dir, &Default::default()).unwrap();
+        let devices = [Default::default(), Default::default()];
+        let two = Pipeline::<flashforward::Cpu>::load_on(flashforward::Model::open_dir(&dir).unwrap(), &devices).unwrap();
+        for c in [Carry::Drop, Carry::Recache, Carry::Keep] {
+            let policy = SwitchPolicy { anchors: c, history: c };
+            let switched = request(3).switch(1.0, OTHER).switch_policy(policy);
+            let (want, _) = run(&one, &switched.clone().executor(Executor::Serial));
+            let (cp, _) = run(&two, &switched.planner_cp(true));
+            assert!(cp == want, "{policy:?}: the sharded planner's video equals one device's");
+        }
+    }
+
     #[test]
     fn a_live_switch_applies_at_a_chunk_boundary_and_a_bad_one_fails_with_the_word() {
         let scratch = Scratch::new("switch-live");
