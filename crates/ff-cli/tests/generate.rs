@@ -351,6 +351,9 @@ fn generates_with_the_roles_of_a_training_run() {
         "16",
         "--latents",
         "12",
+        // L − Δ of the run below (anchor_stride = 4).
+        "--crop-latents",
+        "8",
     ]);
     let (run, config) = (m.out.join("run"), m.out.join("sft.toml"));
     write(

@@ -74,7 +74,8 @@ pub fn crops_cover(crops: &TensorData, clip: &[usize], crop_len: usize) -> std::
     let s = &crops.shape;
     if s.len() != 5 || s[2] != crop_len || s[0] + crop_len != clip[1] || (s[1], s[3], s[4]) != (clip[0], clip[2], clip[3]) {
         return Err(format!(
-            "crop latents {s:?} must be [{}, {}, {crop_len}, {}, {}] (one crop of L − Δ latents per offset)",
+            "crop latents {s:?} must be [{}, {}, {crop_len}, {}, {}] (one crop of L − Δ latents per offset; \
+             encode the clips again with encode-videos --crop-latents {crop_len})",
             clip[1].saturating_sub(crop_len),
             clip[0],
             clip[2],
