@@ -2,7 +2,7 @@
 //! `kernels.json` with the launch settings (`scripts/check-cuda-kernels.sh` compiles them with
 //! NVRTC). The source comes from `kernels_cubecl::kernel::emit`, in builds with the `cuda` feature.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,6 +18,7 @@ pub struct Args {
 
 #[cfg(feature = "cuda")]
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
     use ff_model::io::write_atomic;
     use std::io::Write;
     if args.target != "cuda" {
