@@ -85,6 +85,45 @@ impl BlockTable {
         Self::from_rules(q_tokens, k_tokens, |_| all.clone())
     }
 
+    /// The rules of query tokens `tokens` alone, over the same keys: the table of one shard of a
+    /// context-parallel forward, whose queries are a run of the whole forward's tokens. A query
+    /// frame the run cuts keeps its rules (every token of a frame shares them) with fewer tokens.
+    ///
+    /// ```
+    /// use kernels_cubecl::{BlockTable, QueryGroup};
+    ///
+    /// let t = [2, 2, 2, 2];
+    /// let causal = BlockTable::from_rules(&t, &t, |q| 0..q + 1);
+    /// let shard = causal.query_rows(4..8);
+    /// assert_eq!((shard.frames(), shard.tokens()), ((2, 4), (4, 8)));
+    /// assert_eq!(shard.groups()[0], QueryGroup { frames: 0..1, keys: vec![0..3] });
+    /// // one query frame of 6 tokens (a chunk over its context), cut to tokens 2..4
+    /// let full = BlockTable::full(&[6], &[4, 6]);
+    /// assert_eq!(full.query_rows(2..4).tokens(), (2, 10));
+    /// ```
+    pub fn query_rows(&self, tokens: Range<usize>) -> Self {
+        let (q_frames, _) = self.frames();
+        // the query frames the run touches, and the tokens of each it keeps
+        let kept: Vec<(usize, usize)> = (0..q_frames)
+            .filter_map(|f| {
+                let (start, end) = (self.q_offsets[f].max(tokens.start), self.q_offsets[f + 1].min(tokens.end));
+                (start < end).then(|| (f, end - start))
+            })
+            .collect();
+        let first = kept.first().map_or(0, |k| k.0);
+        let groups = self
+            .groups
+            .iter()
+            .filter_map(|g| {
+                let inside: Vec<usize> = kept.iter().map(|k| k.0).filter(|f| g.frames.contains(f)).collect();
+                let (&lo, &hi) = (inside.first()?, inside.last()?);
+                Some(QueryGroup { frames: lo - first..hi + 1 - first, keys: g.keys.clone() })
+            })
+            .collect();
+        let sizes: Vec<usize> = kept.iter().map(|k| k.1).collect();
+        Self { q_offsets: offsets(&sizes), k_offsets: self.k_offsets.clone(), groups }
+    }
+
     /// Query frames, key frames.
     pub fn frames(&self) -> (usize, usize) {
         (self.q_offsets.len() - 1, self.k_offsets.len() - 1)

@@ -1,9 +1,11 @@
 //! What `encode-videos` and `world latents` share to write latent-clip datasets: the id of a
-//! model file recorded in a dataset's manifest, and frames as the VAE's input tensor.
+//! model file recorded in a dataset's manifest, frames as the VAE's input tensor, and a clip's
+//! latents with its time-rebased crops.
 
 use anyhow::{Context, Result};
 use burn::tensor::{Tensor, TensorData};
 use ff_model::AttentionBackend;
+use ff_model::vae::WanVae;
 use flashforward::video::Frame;
 use std::path::Path;
 
@@ -26,4 +28,24 @@ pub fn video_tensor<B: AttentionBackend>(frames: &[Frame], device: &B::Device) -
         }
     }
     Tensor::from_data(TensorData::new(values, [1, 3, t, h, w]), device)
+}
+
+/// The normalised latent mean `[C, L, h, w]` of `frames` and, when `crop_latents > 0`, its
+/// time-rebased crops `[L − crop_latents, C, crop_latents, h, w]` encoded from their own frames
+/// (`ff_train::data::encode_crops`).
+pub fn clip_latents<B: AttentionBackend>(
+    vae: &WanVae<B>,
+    frames: &[Frame],
+    crop_latents: usize,
+    device: &B::Device,
+) -> Result<(TensorData, Option<TensorData>)> {
+    let pixels = video_tensor::<B>(frames, device);
+    let latents = vae.normalize(vae.encode_mean(pixels.clone())?);
+    let [_, c, l, h, w] = latents.dims();
+    let latents = latents.reshape([c, l, h, w]).into_data().convert::<f32>();
+    let crops = match crop_latents {
+        0 => None,
+        n => Some(ff_train::data::encode_crops(vae, pixels, n)?),
+    };
+    Ok((latents, crops))
 }

@@ -7,6 +7,7 @@ mod encode;
 mod logging;
 mod progress;
 mod schedule;
+mod switch_flag;
 mod world_dir;
 
 use clap::{Parser, Subcommand};
@@ -56,6 +57,8 @@ enum Command {
     Train(cmd::train::Args),
     /// The small world's codec after `train vae`: export a run, measure reconstruction PSNR.
     Vae(cmd::vae::Args),
+    /// A local web page that streams video as it is made (default: http://127.0.0.1:8080/).
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -74,6 +77,7 @@ fn main() -> std::process::ExitCode {
         Command::Eval(args) => cmd::eval::run(args),
         Command::Train(args) => cmd::train::run(args),
         Command::Vae(args) => cmd::vae::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     match result {
         Ok(code) => code,

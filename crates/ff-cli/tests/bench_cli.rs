@@ -22,12 +22,25 @@ fn bench_takes_pixels_and_reports_slowest_worker_and_memory_per_device() {
     let trace = scratch("trace").join("new/folder");
     let mut args = vec!["bench", "schedules"];
     args.extend(SMALL);
-    args.extend(["--height", "16", "--width", "32", "--schedules", "flashforward", "--executors", "serial,wavefront", "--json"]);
+    args.extend([
+        "--height",
+        "16",
+        "--width",
+        "32",
+        "--schedules",
+        "flashforward",
+        "--executors",
+        "serial,wavefront,wavefront-cp",
+        "--json",
+    ]);
     args.extend(["--trace", trace.to_str().unwrap()]);
     let out = flashforward(&args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 3);
+    // FlashForward-CP: the planner sharded over the 2 stage workers, compared with the wavefront
+    assert_eq!((rows[2]["executor"].as_str(), rows[2]["workers"].as_u64()), (Some("wavefront-cp"), Some(2)), "{rows:?}");
+    assert!(rows[2]["ratio_to_flashforward"].as_f64().is_some(), "{rows:?}");
     for row in &rows {
         let (wall, busy) = (row["wall_seconds"].as_f64().unwrap(), row["slowest_worker_busy_seconds"].as_f64().unwrap());
         assert!(busy > 0.0 && busy <= wall, "{row}");

@@ -371,3 +371,22 @@ fn generates_with_the_roles_of_a_training_run() {
     assert_eq!(trained.len(), 1);
     assert_ne!(trained, frames("base/", &[]), "the trained roles change the video");
 }
+
+/// FlashForward-CP: every planner forward sharded over 2 and 3 CPU devices (logical workers, each
+/// with its own thread pool) draws the single-device planner's frames byte for byte (the shards
+/// all-gather K/V, so every query row attends to the same keys in the same order). Anchor stride 1
+/// at 5 latents: 5 anchors in blocks of 3 and 2, so on 3 devices one shard idles on the second.
+#[test]
+fn a_context_parallel_planner_draws_the_same_video() {
+    let m = models("planner-cp");
+    let run = |dir: &str, extra: &[&str]| {
+        succeeds(&m.wan_args(dir, &[&["--latents", "5", "--seed", "3", "--anchor-stride", "1"][..], extra].concat()));
+        png_frames(&m.out.join(dir))
+    };
+    let want = run("one/", &[]);
+    assert_eq!(want.len(), 17);
+    assert_eq!(run("cp2/", &["--devices", "cpu:0,1", "--planner-cp"]), want, "2 devices");
+    assert_eq!(run("cp3/", &["--devices", "cpu:0,1,2", "--planner-cp"]), want, "3 devices");
+    let err = fails(&m.wan_args("cp-serial/", &["--latents", "5", "--planner-cp", "--executor", "serial"]));
+    assert!(err.contains("--planner-cp") && err.contains("wavefront"), "{err}");
+}

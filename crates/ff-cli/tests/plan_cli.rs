@@ -38,11 +38,35 @@ fn simulate_streaming_planner() {
         "0.5",
         "--planner-devices",
         "1",
+        "--free-comm",
         "--json",
     ]);
     assert_eq!(v["rounds"], 35.0);
     assert_eq!(v["seconds"], 17.5);
     assert_eq!(v["ttff_seconds"], 4.5);
+}
+
+#[test]
+fn simulate_counts_the_communication_of_a_context_parallel_planner() {
+    let run = |extra: &[&str]| {
+        let base = ["simulate", "--schedule", "flashforward", "--latents", "81", "--forward-seconds", "0.137", "--json"];
+        json(&[&base[..], extra].concat())
+    };
+    let (shared, cp) = (run(&[]), run(&["--planner-cp"]));
+    assert_eq!(cp["planner_cp"], true);
+    // shared: only latents between stage devices and one role-weight swap; CP adds 15 forwards'
+    // all-gathers and a swap on every device
+    let (shared_bytes, cp_bytes) = (shared["comm_bytes"].as_f64().unwrap(), cp["comm_bytes"].as_f64().unwrap());
+    assert!(shared_bytes > 0.0 && cp_bytes > 4.0 * shared_bytes, "{shared_bytes} {cp_bytes}");
+    assert!(cp["comm_seconds"].as_f64().unwrap() > shared["comm_seconds"].as_f64().unwrap());
+    // the 14B model across nodes moves more bytes, more slowly
+    let far = run(&["--planner-cp", "--model", "14b", "--link-gbps", "400", "--link-latency-us", "20"]);
+    assert!(far["comm_seconds"].as_f64().unwrap() > 10.0 * cp["comm_seconds"].as_f64().unwrap());
+    let out = Command::new(env!("CARGO_BIN_EXE_flashforward"))
+        .args(["simulate", "--schedule", "flashforward", "--forward-seconds", "1", "--link-gbps", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("link"));
 }
 
 #[test]

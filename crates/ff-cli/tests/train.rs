@@ -5,54 +5,21 @@
 //! the errors for bad configs and runs.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 mod common;
 
-use common::{Scratch, fixtures};
-use ff_train::TrainRng;
-use ff_train::data::shards::{Encoders, ShardWriter};
-use ff_train::data::{ClipSource, LatentClip, ShardDataset};
-
-/// Model directory (Wan layout, fixture DiT with an 8-token context) and a 3-clip dataset of
-/// 3 latents at 4×4 with 5-token prompts.
-fn setup(root: &Path) -> (PathBuf, PathBuf) {
-    let model = root.join("model");
-    fs::create_dir_all(&model).unwrap();
-    let config = serde_json::json!({
-        "_class_name": "WanModel", "model_type": "t2v", "dim": 32, "ffn_dim": 64, "freq_dim": 256, "in_dim": 16,
-        "out_dim": 16, "num_heads": 2, "num_layers": 2, "text_dim": 24, "text_len": 8, "patch_size": [1, 2, 2],
-        "qk_norm": true, "cross_attn_norm": true, "eps": 1e-6
-    });
-    fs::write(model.join("config.json"), config.to_string()).unwrap();
-    fs::copy(fixtures().join("wan_dit_tiny/weights_wan.safetensors"), model.join("diffusion_pytorch_model.safetensors")).unwrap();
-    let data = root.join("data");
-    let encoders = Encoders { vae: "test-vae".into(), text: "test-text".into() };
-    let mut writer = ShardWriter::open(&data, encoders, 2).unwrap();
-    let mut rng = TrainRng::new(9);
-    for i in 0..3 {
-        let clip =
-            LatentClip { latents: rng.normal_data(vec![16, 12, 4, 4]), prompt: rng.normal_data(vec![5, 24]), caption: format!("clip {i}") };
-        writer.push(&format!("v{i}.mp4"), [32, 32], &clip).unwrap();
-    }
-    writer.finish().unwrap();
-    assert_eq!(ShardDataset::open(&data).unwrap().len(), 3);
-    let toml = "[train]\nbatch = 2\nlr = 1e-3\nwarmup_steps = 1\ncheckpoint_every = 2\nlora_rank = 4\nlora_alpha = 4.0\n[sft]\nlatents = 12\nanchor_stride = 4\nplanner_block = 2\nchunk = 2\nhistory = 2\nrebased_crops = 2\n";
-    fs::write(root.join("sft.toml"), toml).unwrap();
-    (model, data)
-}
+use common::{Scratch, setup_sft as setup, sft_args};
 
 fn train(root: &Path, out: &str, extra: &[&str]) -> Output {
-    let (model, data, config) = (root.join("model"), root.join("data"), root.join("sft.toml"));
-    let mut args: Vec<String> =
-        ["train", "sft", "--model-dir", model.to_str().unwrap(), "--data", data.to_str().unwrap()].iter().map(|s| s.to_string()).collect();
-    args.extend(["--out".into(), root.join(out).to_str().unwrap().to_string(), "--seed".into(), "3".into()]);
-    if !extra.contains(&"--config") {
-        args.extend(["--config".into(), config.to_str().unwrap().to_string()]);
-    }
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let output = Command::new(env!("CARGO_BIN_EXE_flashforward")).args(&args).env_remove("RUST_LOG").output().unwrap();
+    train_on(root, "model", out, extra)
+}
+
+/// `train sft` with `--model-dir root/model`.
+fn train_on(root: &Path, model: &str, out: &str, extra: &[&str]) -> Output {
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_flashforward")).args(sft_args(root, model, out, extra)).env_remove("RUST_LOG").output().unwrap();
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
     output
 }
@@ -125,4 +92,28 @@ fn refuses_bad_configs_and_runs_with_clear_errors() {
     fs::write(&bad, "[train]\nbatch = 3\nmicro_batch = 2\n").unwrap();
     let e = err(train(root, "other", &["--steps", "1", "--config", bad.to_str().unwrap(), "--devices", "cpu"]));
     assert!(e.contains("batch 3"), "{e}");
+}
+
+#[test]
+fn resume_refuses_another_model_dir_naming_both() {
+    let scratch = Scratch::new("other-model");
+    let root = &scratch.0;
+    setup(root);
+    ok(train(root, "run", &["--steps", "2"]));
+    // Another backbone: the same files with one weight byte changed.
+    let other = root.join("other-model");
+    fs::create_dir_all(&other).unwrap();
+    fs::copy(root.join("model/config.json"), other.join("config.json")).unwrap();
+    let mut weights = fs::read(root.join("model/diffusion_pytorch_model.safetensors")).unwrap();
+    *weights.last_mut().unwrap() ^= 0x40;
+    fs::write(other.join("diffusion_pytorch_model.safetensors"), weights).unwrap();
+    let log = err(train_on(root, "other-model", "run", &["--steps", "4", "--resume"]));
+    assert!(
+        log.contains("/model/diffusion_pytorch_model.safetensors") && log.contains("/other-model/diffusion_pytorch_model.safetensors"),
+        "{log}"
+    );
+    assert!(log.contains("state.json") && log.contains("xxh3-128:"), "{log}");
+    // The same weights in a moved directory resume.
+    fs::rename(root.join("model"), root.join("moved")).unwrap();
+    ok(train_on(root, "moved", "run", &["--steps", "4", "--resume"]));
 }

@@ -59,8 +59,12 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
     let mut writer = ShardWriter::open(&data, encoders, 2).unwrap();
     let mut rng = TrainRng::new(9);
     for i in 0..2 {
-        let clip =
-            LatentClip { latents: rng.normal_data(vec![16, 8, 2, 2]), prompt: rng.normal_data(vec![5, 24]), caption: format!("clip {i}") };
+        let clip = LatentClip {
+            latents: rng.normal_data(vec![16, 8, 2, 2]),
+            prompt: rng.normal_data(vec![5, 24]),
+            crops: None,
+            caption: format!("clip {i}"),
+        };
         writer.push(&format!("v{i}.mp4"), [16, 16], &clip).unwrap();
     }
     writer.finish().unwrap();

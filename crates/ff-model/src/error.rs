@@ -105,6 +105,10 @@ pub enum ModelError {
     /// the shape expected).
     #[error("invalid input: {0}")]
     Input(String),
+    /// A context-parallel forward whose shards could not exchange K/V (a peer stopped; the
+    /// message names the shard and layer).
+    #[error("context-parallel exchange: {0}")]
+    Parallel(String),
     /// A tokenizer that could not be loaded or built, or a prompt it could not tokenize.
     #[error("{0}")]
     Tokenizer(String),

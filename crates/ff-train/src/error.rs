@@ -75,6 +75,10 @@ pub enum TrainError {
     /// A data-parallel worker thread that panicked or failed; the message says how.
     #[error("data-parallel worker failed: {0}")]
     Worker(String),
+    /// A collective operation of data parallel across devices or nodes that failed or timed out
+    /// (a node stopped or cannot be reached); the message names the node and the operation.
+    #[error("data parallel: {0}")]
+    Collective(String),
     /// A latent-clip manifest that cannot be parsed or contradicts itself.
     #[error("{manifest}: {message}")]
     Manifest {

@@ -61,6 +61,10 @@ pub enum WorldError {
         /// Its length against the size the clip declares.
         message: String,
     },
+    /// An evaluation asked for something the clip cannot give (e.g. a prompt switch after its
+    /// last frame).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// The domain's result, with [`WorldError`].

@@ -16,8 +16,12 @@ type B = Autodiff<flashforward::Cpu>;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = Default::default();
     let mut rng = TrainRng::new(0);
-    let clip =
-        |i| LatentClip { latents: rng.normal_data(vec![16, 12, 4, 4]), prompt: rng.normal_data(vec![5, 24]), caption: format!("clip {i}") };
+    let clip = |i| LatentClip {
+        latents: rng.normal_data(vec![16, 12, 4, 4]),
+        prompt: rng.normal_data(vec![5, 24]),
+        crops: None,
+        caption: format!("clip {i}"),
+    };
     let data = InMemoryClips((0..4).map(clip).collect());
     let sft =
         SftConfig::new().with_latents(12).with_anchor_stride(4).with_planner_block(2).with_chunk(2).with_history(2).with_rebased_crops(2);

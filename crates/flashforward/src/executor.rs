@@ -81,6 +81,16 @@ impl Executor {
     }
 }
 
+/// One K/V exchange endpoint per stage worker of a context-parallel `placement`, each on its
+/// worker's device (none for other placements), in worker order.
+pub fn planner_shards<B: ff_model::AttentionBackend>(placement: &Placement, devices: &[B::Device]) -> Vec<ff_model::dit::ThreadGather<B>> {
+    if placement.planner != ff_sched::exec::PlannerPlacement::Sharded {
+        return Vec::new();
+    }
+    let on: Vec<B::Device> = (0..placement.stage_workers).map(|w| devices[device_of(w, devices.len())].clone()).collect();
+    ff_model::dit::ThreadGather::group(&on)
+}
+
 /// Device index of worker `worker` among `devices` devices (round-robin).
 pub fn device_of(worker: usize, devices: usize) -> usize {
     worker % devices

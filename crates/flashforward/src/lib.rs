@@ -32,6 +32,7 @@ pub mod model;
 pub mod plan;
 pub mod prompt;
 pub mod request;
+pub mod switch;
 pub mod video;
 
 pub use error::{Error, Result};
@@ -45,7 +46,8 @@ pub use generate::{Chunk, Pipeline, Report};
 pub use model::files::{MODEL_DIR_ENV, default_model_dir};
 pub use model::{Model, ModelFiles};
 pub use plan::Plan;
-pub use request::{ContractKnobs, Length, Request, TeacherSampler};
+pub use request::{ContractKnobs, Forward, ForwardHook, Length, Request, TeacherSampler};
+pub use switch::{Carry, LiveSwitch, Segment, Switch, SwitchPolicy};
 pub use video::{FPS, Frame, Video};
 
 /// The CPU backend the binary runs: Burn's Flex (SIMD element-wise ops, rayon-parallel GEMM,

@@ -6,7 +6,7 @@
 
 use ff_model::text::PromptEncoderFiles;
 use ff_sched::exec::{Placement, waves};
-use ff_sched::schedule::{NodeId, NodeKind};
+use ff_sched::schedule::{NodeId, NodeKind, Unit};
 use ff_sched::{ContractConfig, Graph, ScheduleKind};
 
 use crate::error::{Context, Result, invalid};
@@ -16,6 +16,7 @@ use crate::model::Model;
 use crate::model::served::merged_weights;
 use crate::prompt;
 use crate::request::{Length, Request};
+use crate::switch::switch_position;
 use crate::video::{FPS, FrameCount};
 
 /// A checked request on a model.
@@ -44,11 +45,73 @@ pub struct Plan {
     pub guided: bool,
     /// Prompt tokens (with `</s>`, after truncation).
     pub tokens: usize,
+    /// The request's prompt switches, checked, in time order.
+    pub switches: Vec<PlannedSwitch>,
     /// What the caller may want to tell a user: rounding, rewording, truncation.
     pub notes: Vec<String>,
 }
 
+/// A checked prompt switch (see [`crate::switch`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedSwitch {
+    /// When it was asked for, seconds.
+    pub at_seconds: f64,
+    /// The chunk boundary it lands on: its first latent position.
+    pub position: usize,
+    /// The text the encoder reads (as [`Plan::prompt`]).
+    pub prompt: String,
+}
+
 impl Model {
+    /// The text the encoder reads for `prompt` ([`prompt::read_as`]), refusing a prompt outside
+    /// a small-world student's vocabulary (naming the words) or longer than the encoder takes.
+    pub fn check_prompt(&self, prompt: &str) -> Result<String> {
+        let read = prompt::read_as(self.student.as_ref(), prompt)?;
+        prompt::check_length(&self.files.tokenizer, self.configs.dit.text_len, &read, false)?;
+        Ok(read)
+    }
+
+    /// The text encoder's files.
+    pub fn text_files(&self) -> PromptEncoderFiles {
+        PromptEncoderFiles {
+            tokenizer: self.files.tokenizer.clone(),
+            weights: self.files.text_encoder.clone(),
+            config: self.configs.text.clone(),
+            max_len: self.configs.dit.text_len,
+        }
+    }
+
+    /// The checked switches of `request` on `graph` (see [`crate::switch`]).
+    fn plan_switches(&self, request: &Request, graph: &Graph) -> Result<Vec<PlannedSwitch>> {
+        if request.switches.is_empty() && request.live.is_none() {
+            return Ok(Vec::new());
+        }
+        if request.teacher.is_some() || graph.nodes.iter().any(|n| n.output && n.unit == Unit::Clip) {
+            invalid!(
+                "a prompt switch lands on a chunk boundary, and the {} schedule here makes the whole clip in one forward: \
+                 switch with a chunked schedule (flashforward, self-forcing, hiar, n-c-causal-rcm)",
+                graph.schedule
+            );
+        }
+        let c = &graph.contract.config;
+        let mut switches = Vec::new();
+        for s in &request.switches {
+            let position = switch_position(s.at_seconds, c.chunk, c.latents)?;
+            let prompt = self.check_prompt(&s.prompt).with_context(|| format!("the prompt switch at {} s", s.at_seconds))?;
+            switches.push(PlannedSwitch { at_seconds: s.at_seconds, position, prompt });
+        }
+        switches.sort_by_key(|s| s.position);
+        if let Some(w) = switches.windows(2).find(|w| w[0].position == w[1].position) {
+            invalid!(
+                "the prompt switches at {} s and {} s land on the same chunk boundary (latent {}): keep one",
+                w[0].at_seconds,
+                w[1].at_seconds,
+                w[0].position
+            );
+        }
+        Ok(switches)
+    }
+
     /// Checks `request` against this model for `devices` devices.
     pub fn plan(&self, request: &Request, devices: usize) -> Result<Plan> {
         let mut notes = Vec::new();
@@ -109,8 +172,23 @@ impl Model {
         if request.splice && request.teacher.is_some() {
             invalid!("--splice keeps planner anchors, and the teacher sampler has no planner");
         }
-        let executor = request.executor.unwrap_or_else(|| Executor::default_for(&graph, devices));
-        let placement = executor.placement(graph.contract.stages(), devices);
+        let executor = match (request.executor, request.planner_cp) {
+            (Some(executor), _) => executor,
+            (None, true) => Executor::Wavefront,
+            (None, false) => Executor::default_for(&graph, devices),
+        };
+        let mut placement = executor.placement(graph.contract.stages(), devices);
+        if request.planner_cp {
+            if executor != Executor::Wavefront || request.teacher.is_some() {
+                invalid!(
+                    "--planner-cp shards the planner over the wavefront's stage devices: it runs with the wavefront executor, not {executor}"
+                );
+            }
+            if !graph.nodes.iter().any(|n| n.kind.is_planner()) {
+                invalid!("--planner-cp shards planner forwards, and the {} schedule here has none", graph.schedule);
+            }
+            placement = Placement::context_parallel(placement.stage_workers);
+        }
         let max_len = self.configs.dit.text_len;
         let tokenizer = &self.files.tokenizer;
         let (tokens, truncated) = prompt::check_length(tokenizer, max_len, &prompt, request.truncate_prompt)?;
@@ -120,17 +198,13 @@ impl Model {
         if let Some(negative) = &negative_prompt {
             prompt::check_length(tokenizer, max_len, negative, request.truncate_prompt).context("--negative-prompt")?;
         }
-        let text = PromptEncoderFiles {
-            tokenizer: tokenizer.clone(),
-            weights: self.files.text_encoder.clone(),
-            config: self.configs.text.clone(),
-            max_len,
-        };
+        let switches = self.plan_switches(request, &graph)?;
+        let text = self.text_files();
         for note in &notes {
             tracing::info!("{note}");
         }
         let frame = [height, width];
-        Ok(Plan { length, frame, latent_size, graph, executor, placement, text, prompt, negative_prompt, guided, tokens, notes })
+        Ok(Plan { length, frame, latent_size, graph, executor, placement, text, prompt, negative_prompt, guided, tokens, switches, notes })
     }
 }
 
@@ -155,6 +229,9 @@ impl Plan {
         prompt_cache: Option<&std::path::Path>,
     ) -> Result<Estimates> {
         let mut cached = prompt::is_cached(&self.text, &self.prompt, prompt_cache)?;
+        for switch in &self.switches {
+            cached &= prompt::is_cached(&self.text, &switch.prompt, prompt_cache)?;
+        }
         if let Some(negative) = &self.negative_prompt {
             cached &= prompt::is_cached(&self.text, negative, prompt_cache)?;
         }

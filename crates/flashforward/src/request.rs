@@ -15,11 +15,14 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
+use ff_sched::schedule::Node;
 use ff_sched::{Contract, ContractConfig, Graph, ScheduleKind};
 
 use crate::error::{Error, Result};
 use crate::executor::Executor;
+use crate::switch::{LiveSwitch, Switch, SwitchPolicy};
 
 /// The length of a video.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -129,6 +132,9 @@ pub struct Request {
     pub splice: bool,
     /// How the forwards are spread over workers (`None`: [`Executor::default_for`]).
     pub executor: Option<Executor>,
+    /// FlashForward-CP: shard every planner forward over all stage workers' devices (context
+    /// parallelism), then render with the wavefront.
+    pub planner_cp: bool,
     /// Seed of the initial and re-noising noise.
     pub seed: u64,
     /// Frame height in pixels (`None`: the model's).
@@ -141,6 +147,39 @@ pub struct Request {
     pub truncate_prompt: bool,
     /// A flag another thread may set to stop the generation at the next forward.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Prompt switches at given times, each read like [`Request::prompt`] (see
+    /// [`crate::switch`]).
+    pub switches: Vec<Switch>,
+    /// A handle another thread may switch the prompt with while the generation runs.
+    pub live: Option<LiveSwitch>,
+    /// What the K/V made before a switch becomes for the readers after it.
+    pub switch_policy: SwitchPolicy,
+    /// Called as each forward of a schedule starts and ends (see [`Forward`]).
+    pub on_forward: Option<ForwardHook>,
+}
+
+/// One DiT forward starting or ending on a worker: the wavefront as it happens.
+#[derive(Debug, Clone, Copy)]
+pub struct Forward<'a> {
+    /// The worker running it.
+    pub worker: usize,
+    /// The graph node it runs (its kind, unit, stage and level; `ff_sched::trace::label` names it).
+    pub node: &'a Node,
+    /// When it started or ended.
+    pub at: Instant,
+    /// Whether it ended (else it starts).
+    pub done: bool,
+}
+
+/// A callback run on the worker threads as each forward of a schedule starts and ends (the
+/// teacher sampler runs no schedule and calls none); it should return quickly.
+#[derive(Clone)]
+pub struct ForwardHook(pub Arc<dyn Fn(Forward) + Send + Sync>);
+
+impl std::fmt::Debug for ForwardHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ForwardHook")
+    }
 }
 
 impl Request {
@@ -156,12 +195,17 @@ impl Request {
             teacher: None,
             splice: false,
             executor: None,
+            planner_cp: false,
             seed: 0,
             height: None,
             width: None,
             prompt_cache: None,
             truncate_prompt: false,
             stop: None,
+            switches: Vec::new(),
+            live: None,
+            switch_policy: SwitchPolicy::default(),
+            on_forward: None,
         }
     }
 
@@ -215,6 +259,11 @@ impl Request {
         Self { executor: Some(executor), ..self }
     }
 
+    /// FlashForward-CP ([`Request::planner_cp`]).
+    pub fn planner_cp(self, planner_cp: bool) -> Self {
+        Self { planner_cp, ..self }
+    }
+
     /// Frame height and width in pixels.
     pub fn frame_size(self, height: usize, width: usize) -> Self {
         Self { height: Some(height), width: Some(width), ..self }
@@ -233,5 +282,27 @@ impl Request {
     /// A flag that stops the generation at the next forward once set.
     pub fn stop_flag(self, flag: Arc<AtomicBool>) -> Self {
         Self { stop: Some(flag), ..self }
+    }
+
+    /// Switches the prompt to `prompt` from `at_seconds` on (repeatable; it lands on a chunk
+    /// boundary, see [`crate::switch`]).
+    pub fn switch(mut self, at_seconds: f64, prompt: impl Into<String>) -> Self {
+        self.switches.push(Switch { at_seconds, prompt: prompt.into() });
+        self
+    }
+
+    /// What the K/V made before a switch becomes after it.
+    pub fn switch_policy(self, policy: SwitchPolicy) -> Self {
+        Self { switch_policy: policy, ..self }
+    }
+
+    /// Takes live prompt switches from `handle` while the generation runs.
+    pub fn live_switch(self, handle: LiveSwitch) -> Self {
+        Self { live: Some(handle), ..self }
+    }
+
+    /// A callback for each forward's start and end.
+    pub fn on_forward(self, hook: impl Fn(Forward) + Send + Sync + 'static) -> Self {
+        Self { on_forward: Some(ForwardHook(Arc::new(hook))), ..self }
     }
 }

@@ -8,7 +8,8 @@
 //! The rest go a shard at a time: the shard's captions through the prompt cache or umT5 (on the
 //! CPU, the encoder dropped before the videos), then each video decoded, resized and
 //! centre-cropped to `--height × --width`, encoded by the Wan VAE on the device (latent mean,
-//! normalised) and added to the shard. Each shard and the manifest after it are written
+//! normalised) with its time-rebased crops encoded from their own frames
+//! (`ff_train::data::encode_crops`), and added to the shard. Each shard and the manifest after it are written
 //! atomically, so an interrupted run resumes from its last complete shard.
 
 use std::path::PathBuf;
@@ -22,7 +23,7 @@ use ff_train::data::shards::Encoders;
 use ff_train::data::{CaptionedVideo, LatentClip, ShardWriter, read_captions};
 
 use crate::backend::{BackendTask, CpuBackend, DeviceSpec, Precision, cpu_device, dispatch};
-use crate::encode::{file_id, video_tensor};
+use crate::encode::{clip_latents, file_id};
 use flashforward::model::files::hub_cache;
 use flashforward::model::{Configs, Fallback, FileOverrides};
 use flashforward::video::{FPS, FrameCount, Mp4Input};
@@ -48,6 +49,11 @@ pub struct Args {
     /// Latent frames L per clip: the first 1 + 4(L-1) frames at 16 FPS of each video.
     #[arg(long, default_value_t = 81)]
     latents: usize,
+    /// Latents L_c of each time-rebased crop stored beside the clip (Phase 1's L − Δ), one crop
+    /// per start latent 1..=L − L_c, each encoded from its own frames; 0 stores none. Default:
+    /// L − 10 (the paper's Δ = 10), none when L ≤ 10.
+    #[arg(long)]
+    crop_latents: Option<usize>,
     /// Clips per shard file.
     #[arg(long, default_value_t = 16)]
     clips_per_shard: usize,
@@ -76,6 +82,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         bail!("encode-videos runs the VAE on one device; --devices {} names {}", args.devices, args.devices.count());
     }
     let length = FrameCount::from_latents(args.latents)?;
+    let crop_latents = args.crop_latents.unwrap_or(args.latents.saturating_sub(10));
+    if crop_latents >= args.latents {
+        bail!("--crop-latents {crop_latents} must be less than --latents {}", args.latents);
+    }
     let captioned = read_captions(&args.captions, &args.videos)?;
     let files = args.files.resolve(Fallback::Hub(hub_cache().as_ref()))?;
     let configs = Configs::read(&files)?;
@@ -89,6 +99,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let encoders = Encoders { vae: file_id("vae", &files.vae)?, text: text.id()? };
     let writer = ShardWriter::open(&args.out, encoders, args.clips_per_shard)?;
+    let crops_of = |c: &ff_train::data::shards::ClipEntry| c.crops_shape.as_ref().map_or(0, |s| s[2]);
+    if let Some(clip) = writer.manifest().clips.iter().find(|c| crops_of(c) != crop_latents) {
+        bail!(
+            "{} holds clips with crops of {} latents ({}); this run asks for --crop-latents {crop_latents}: write to another --out",
+            args.out.display(),
+            crops_of(clip),
+            clip.source
+        );
+    }
     if let Some(clip) = writer.manifest().clips.iter().find(|c| c.latents != args.latents || c.frame_size != [args.height, args.width]) {
         bail!(
             "{} holds clips of L = {} at {}x{} px ({}); this run asks for L = {} at {}x{}: write to another --out",
@@ -143,6 +162,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         vae_config: configs.vae.clone(),
         frames: length.frames,
         size: [args.height, args.width],
+        crop_latents,
     };
     let added = dispatch(&args.devices, args.precision, task)?;
     println!("{}: {} clips ({added} added)", args.out.display(), done + added);
@@ -161,6 +181,8 @@ struct Encode {
     frames: usize,
     /// `[height, width]` of the stored frames.
     size: [usize; 2],
+    /// Latents of each stored crop (0: none).
+    crop_latents: usize,
 }
 
 impl BackendTask for Encode {
@@ -187,10 +209,9 @@ impl BackendTask for Encode {
                     eprintln!("note: the caption of {} (line {}) is {n} tokens; cut to {max}", video.video, video.line);
                 }
                 let frames = Mp4Input::open(&video.path)?.read_frames(self.frames, width, height)?;
-                let latents = vae.normalize(vae.encode_mean(video_tensor::<B>(&frames, device))?);
-                let [_, channels, l, h, w] = latents.dims();
-                let latents = latents.reshape([channels, l, h, w]).into_data().convert::<f32>();
-                let clip = LatentClip { latents, prompt: prompt.data, caption: video.caption.clone() };
+                let (latents, crops) = clip_latents(&vae, &frames, self.crop_latents, device)?;
+                let [channels, l, h, w] = latents.shape[..] else { unreachable!("clip_latents returns [C, L, h, w]") };
+                let clip = LatentClip { latents, prompt: prompt.data, crops, caption: video.caption.clone() };
                 self.writer.push(&video.video, self.size, &clip)?;
                 let [ch, cw] = job.coded;
                 encoded += 1;

@@ -3,9 +3,16 @@
 //! paper's seam statistics, which hold for any video. One JSON object per run (`--json`): the
 //! metrics averaged over the videos, and with several videos a `per_video` array; `--plots DIR`
 //! writes an SVG per metric over time.
+//!
+//! With `--switch SECONDS=PROMPT` (the prompt switching of `generate --switch`) each video is also
+//! scored per segment on that segment's prompt (`segments`), with `switch_seconds` (how long after
+//! each switch the new prompt's objects are shown; the ground truth shows them at once) and
+//! `seams.switch` (the largest luminance jump within one latent of the switch);
+//! `ff_world::eval::switch` defines them. Several switches: `switch_seconds` is the slowest
+//! (null when one is never shown) and `seams.switch` the mean, each switch in `switches`.
 
 use anyhow::{Context, Result, bail};
-use ff_world::eval::{SeamLayout, Transition};
+use ff_world::eval::{SeamLayout, SwitchReport, Transition, evaluate_switches};
 use ff_world::svg::{Series, line_plot};
 use ff_world::{Clip, EvalOptions, FPS, Prompt, Report, evaluate};
 use flashforward::video::Mp4Input;
@@ -24,6 +31,10 @@ pub struct Args {
     /// A file with one prompt per line, in the order of the videos.
     #[arg(long)]
     pub prompts: Option<PathBuf>,
+    /// The prompt switches the videos were made with, `SECONDS=PROMPT` (repeatable; the prompt
+    /// before the first is --prompt or the file's line).
+    #[arg(long = "switch", value_name = "SECONDS=PROMPT", value_parser = crate::switch_flag::parse)]
+    pub switches: Vec<(f64, String)>,
     /// Anchor stride Δ in latents for the seam statistics (0: no anchors).
     #[arg(long, default_value_t = 10)]
     pub anchor_stride: usize,
@@ -153,17 +164,63 @@ fn plots(dir: &Path, video: &Path, r: &Report) -> Result<()> {
     write("drift", line_plot(&format!("{stem}: drift per window"), "window start (s)", "value", &drift))
 }
 
+/// The switch scores of one video as JSON fields (see the module docs).
+fn switch_fields(out: &mut Value, s: &SwitchReport) {
+    let never = s.switches.iter().any(|w| w.switch_seconds.is_none());
+    let slowest = s.switches.iter().filter_map(|w| w.switch_seconds).fold(0.0, f64::max);
+    out["switch_seconds"] = if never { Value::Null } else { json!(slowest) };
+    out["seams"]["switch"] = json!(s.switches.iter().map(|w| w.seam).sum::<f64>() / s.switches.len().max(1) as f64);
+    out["segments"] = json!(s.segments);
+    out["switches"] = json!(s.switches);
+}
+
+/// The switch scores averaged over videos: per segment index the mean metrics, the mean
+/// `switch_seconds` over the videos that show every switch, and the share that do.
+fn average_switches(out: &mut Value, reports: &[SwitchReport]) {
+    let n = reports.len().max(1) as f64;
+    let shown: Vec<f64> = reports
+        .iter()
+        .filter(|s| s.switches.iter().all(|w| w.switch_seconds.is_some()))
+        .map(|s| s.switches.iter().filter_map(|w| w.switch_seconds).fold(0.0, f64::max))
+        .collect();
+    out["switch_shown"] = json!(shown.len() as f64 / n);
+    out["switch_seconds"] = if shown.is_empty() { Value::Null } else { json!(shown.iter().sum::<f64>() / shown.len() as f64) };
+    out["switch_seconds_max"] = json!(shown.iter().copied().fold(0.0, f64::max));
+    let seams: f64 = reports.iter().map(|s| s.switches.iter().map(|w| w.seam).sum::<f64>() / s.switches.len().max(1) as f64).sum();
+    out["seams"]["switch"] = json!(seams / n);
+    let segments = reports.first().map_or(0, |s| s.segments.len());
+    let mean = |i: usize, f: &dyn Fn(&ff_world::eval::switch::SegmentMetrics) -> f64| {
+        reports.iter().map(|s| f(&s.segments[i].scores)).sum::<f64>() / n
+    };
+    out["segments"] = json!(
+        (0..segments)
+            .map(|i| json!({
+                "prompt_accuracy": mean(i, &|m| m.prompt_accuracy),
+                "colour_accuracy": mean(i, &|m| m.colour_accuracy),
+                "shape_accuracy": mean(i, &|m| m.shape_accuracy),
+                "motion_accuracy": mean(i, &|m| m.motion_accuracy),
+                "identity_persistence": mean(i, &|m| m.identity_persistence),
+            }))
+            .collect::<Vec<_>>()
+    );
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     let prompts = prompts(&args)?;
+    let switches = args.switches.iter().map(|(t, p)| Ok((*t, Prompt::parse(p)?))).collect::<Result<Vec<_>>>()?;
     let options = EvalOptions {
         seams: SeamLayout { anchor_stride: args.anchor_stride, chunk: args.chunk, temporal: 4 },
         window_seconds: args.window,
     };
     let mut reports = Vec::new();
+    let mut switched = Vec::new();
     for (video, text) in args.videos.iter().zip(&prompts) {
         let prompt = Prompt::parse(text)?;
         let clip = read_clip(video).with_context(|| format!("cannot read video {}", video.display()))?;
         let report = evaluate(&clip, &prompt, &options)?;
+        if !switches.is_empty() {
+            switched.push(evaluate_switches(&clip, &prompt, &switches, &options).with_context(|| format!("video {}", video.display()))?);
+        }
         if let Some(dir) = &args.plots {
             plots(dir, video, &report)?;
         }
@@ -176,21 +233,31 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .iter()
             .zip(&prompts)
             .zip(&reports)
-            .map(|((v, p), r)| {
+            .enumerate()
+            .map(|(i, ((v, p), r))| {
                 let mut s = summary(r);
                 s["video"] = json!(v.display().to_string());
                 s["prompt"] = json!(p);
                 s["drift"] = json!(r.drift);
+                if let Some(sw) = switched.get(i) {
+                    switch_fields(&mut s, sw);
+                }
                 s
             })
             .collect();
         out["per_video"] = json!(per);
+        if !switched.is_empty() {
+            average_switches(&mut out, &switched);
+        }
     } else if let Some(r) = reports.first() {
         out["video"] = json!(args.videos[0].display().to_string());
         out["prompt"] = json!(prompts[0]);
         out["frames"] = json!(r.frames);
         out["tracks"] = json!(r.tracks);
         out["drift"] = json!(r.drift);
+        if let Some(sw) = switched.first() {
+            switch_fields(&mut out, sw);
+        }
     }
     if args.json {
         println!("{out}");

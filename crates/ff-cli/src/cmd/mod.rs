@@ -33,6 +33,7 @@ pub mod eval;
 pub mod generate;
 pub mod kernels;
 pub mod plan;
+pub mod serve;
 pub mod simulate;
 pub mod train;
 pub mod vae;

@@ -33,7 +33,8 @@ pub struct Args {
     pub dot: Option<PathBuf>,
 }
 
-/// Bank bytes per worker of the wavefront and streaming placements.
+/// Bank bytes per worker of the wavefront, streaming and context-parallel (FlashForward-CP)
+/// placements.
 fn bank_report(args: &Args, graph: &Graph, name: &str) -> anyhow::Result<serde_json::Value> {
     let dims = KvDims::from_dit(&preset(name)?, args.height, args.width, args.dtype_bytes);
     let per_worker = |p: Placement| -> Vec<usize> { bank_plan(graph, &p).iter().map(|w| w.bytes(&dims)).collect() };
@@ -43,6 +44,7 @@ fn bank_report(args: &Args, graph: &Graph, name: &str) -> anyhow::Result<serde_j
         "frame_bytes": dims.frame_bytes(),
         "wavefront": per_worker(Placement::wavefront(stages)),
         "streaming": per_worker(Placement::streaming(stages)),
+        "context_parallel": per_worker(Placement::context_parallel(stages)),
     }))
 }
 

@@ -5,6 +5,9 @@
 // Each test binary uses its own subset of these helpers.
 #![allow(dead_code)]
 
+use ff_train::TrainRng;
+use ff_train::data::shards::{Encoders, ShardWriter};
+use ff_train::data::{ClipSource, LatentClip, ShardDataset};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -145,4 +148,50 @@ pub fn diffusers_dir(root: &Path) {
     fs::copy(fixtures().join("wan_vae_tiny/weights_diffusers.safetensors"), root.join("vae/diffusion_pytorch_model.safetensors")).unwrap();
     write_umt5(&root.join("text_encoder"));
     write(&root.join("tokenizer/tokenizer.json"), tokenizer_json());
+}
+
+/// Model directory (Wan layout, fixture DiT with an 8-token context) and a 3-clip dataset of
+/// 3 latents at 4×4 with 5-token prompts.
+pub fn setup_sft(root: &Path) -> (PathBuf, PathBuf) {
+    let model = root.join("model");
+    fs::create_dir_all(&model).unwrap();
+    let config = serde_json::json!({
+        "_class_name": "WanModel", "model_type": "t2v", "dim": 32, "ffn_dim": 64, "freq_dim": 256, "in_dim": 16,
+        "out_dim": 16, "num_heads": 2, "num_layers": 2, "text_dim": 24, "text_len": 8, "patch_size": [1, 2, 2],
+        "qk_norm": true, "cross_attn_norm": true, "eps": 1e-6
+    });
+    fs::write(model.join("config.json"), config.to_string()).unwrap();
+    fs::copy(fixtures().join("wan_dit_tiny/weights_wan.safetensors"), model.join("diffusion_pytorch_model.safetensors")).unwrap();
+    let data = root.join("data");
+    let encoders = Encoders { vae: "test-vae".into(), text: "test-text".into() };
+    let mut writer = ShardWriter::open(&data, encoders, 2).unwrap();
+    let mut rng = TrainRng::new(9);
+    for i in 0..3 {
+        let clip = LatentClip {
+            latents: rng.normal_data(vec![16, 12, 4, 4]),
+            prompt: rng.normal_data(vec![5, 24]),
+            crops: None,
+            caption: format!("clip {i}"),
+        };
+        writer.push(&format!("v{i}.mp4"), [32, 32], &clip).unwrap();
+    }
+    writer.finish().unwrap();
+    assert_eq!(ShardDataset::open(&data).unwrap().len(), 3);
+    let toml = "[train]\nbatch = 2\nlr = 1e-3\nwarmup_steps = 1\ncheckpoint_every = 2\nlora_rank = 4\nlora_alpha = 4.0\n[sft]\nlatents = 12\nanchor_stride = 4\nplanner_block = 2\nchunk = 2\nhistory = 2\nrebased_crops = 2\n";
+    fs::write(root.join("sft.toml"), toml).unwrap();
+    (model, data)
+}
+
+/// The arguments of `train sft` over `setup_sft`'s data with `--model-dir root/model` into
+/// `root/out`, seed 3, with its `sft.toml` unless `extra` names a `--config`.
+pub fn sft_args(root: &Path, model: &str, out: &str, extra: &[&str]) -> Vec<String> {
+    let (model, data, config) = (root.join(model), root.join("data"), root.join("sft.toml"));
+    let mut args: Vec<String> =
+        ["train", "sft", "--model-dir", model.to_str().unwrap(), "--data", data.to_str().unwrap()].iter().map(|s| s.to_string()).collect();
+    args.extend(["--out".into(), root.join(out).to_str().unwrap().to_string(), "--seed".into(), "3".into()]);
+    if !extra.contains(&"--config") {
+        args.extend(["--config".into(), config.to_str().unwrap().to_string()]);
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
 }

@@ -14,6 +14,7 @@ use burn::module::Module;
 use burn::nn::{Linear, LinearConfig, RmsNorm, RmsNormConfig};
 use burn::tensor::Tensor;
 use kernels_cubecl::{AttentionBackend, BlockTable, attention};
+use std::ops::Range;
 
 /// What a forward's self-attention reads.
 pub enum Attend<'a, B: AttentionBackend> {
@@ -77,25 +78,53 @@ impl<B: AttentionBackend> SelfAttention<B> {
         attend: &Attend<B>,
         layer: usize,
     ) -> (Tensor<B, 3>, LayerKv<B>) {
+        let (q, own) = self.project(x, rope, roles);
+        let out = self.attend(q, &own, None, attend, layer);
+        (self.output(out, roles), own)
+    }
+
+    /// Queries `[batch, heads, n, head_dim]` and own K/V of `x: [batch, n, dim]` (after RoPE).
+    pub(super) fn project(&self, x: Tensor<B, 3>, rope: &RopeTable<B>, roles: &RoleSelect<B>) -> (Tensor<B, 4>, LayerKv<B>) {
         let h = self.num_heads;
         let q = self.norm_q.forward(self.q.forward(x.clone(), roles));
         let k = self.norm_k.forward(self.k.forward(x.clone(), roles));
         let v = self.v.forward(x, roles);
         let q = rope.apply(split_heads(q, h)).swap_dims(1, 2);
         let k = rope.apply(split_heads(k, h)).swap_dims(1, 2);
-        let own = LayerKv { k, v: split_heads(v, h).swap_dims(1, 2) };
-        let out = match attend {
+        (q, LayerKv { k, v: split_heads(v, h).swap_dims(1, 2) })
+    }
+
+    /// Attention of queries `q` over the forward's own K/V `own` and what `attend` adds.
+    /// `rows`: the queries are the forward's query tokens `rows` only (a context-parallel shard;
+    /// `own` is then the whole forward's K/V), so each query row sees exactly the keys, in the
+    /// same order, as in the unsharded forward.
+    pub(super) fn attend(
+        &self,
+        q: Tensor<B, 4>,
+        own: &LayerKv<B>,
+        rows: Option<Range<usize>>,
+        attend: &Attend<B>,
+        layer: usize,
+    ) -> Tensor<B, 4> {
+        let shard = |table: &BlockTable| rows.clone().map_or_else(|| table.clone(), |r| table.query_rows(r));
+        match attend {
             Attend::Context(ctx) => {
                 let mut parts: Vec<Tensor<B, 4>> = ctx
-                    .keys(layer, &own)
+                    .keys(layer, own)
                     .into_iter()
-                    .map(|keys| attention(q.clone().narrow(0, keys.batch.start, keys.batch.len()), keys.kv.k, keys.kv.v, &keys.table))
+                    .map(|keys| {
+                        attention(q.clone().narrow(0, keys.batch.start, keys.batch.len()), keys.kv.k, keys.kv.v, &shard(&keys.table))
+                    })
                     .collect();
                 if parts.len() == 1 { parts.remove(0) } else { Tensor::cat(parts, 0) }
             }
-            Attend::Packed(table) => attention(q, own.k.clone(), own.v.clone(), table),
-        };
-        (self.o.forward(merge_heads(out), roles), own)
+            Attend::Packed(table) => attention(q, own.k.clone(), own.v.clone(), &shard(table)),
+        }
+    }
+
+    /// The output projection of attention `out: [batch, heads, n, head_dim]`.
+    pub(super) fn output(&self, out: Tensor<B, 4>, roles: &RoleSelect<B>) -> Tensor<B, 3> {
+        self.o.forward(merge_heads(out), roles)
     }
 
     /// The plain attention of `role`: its adapters folded into the weights ([`LoraLinear::merge`]).

@@ -15,6 +15,7 @@ use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::{DType, Distribution, Tensor};
 use kernels_cubecl::{AttentionBackend, gelu_tanh};
+use std::ops::Range;
 
 /// LayerNorm without affine parameters over the last dimension (input already f32).
 pub fn layer_norm<B: AttentionBackend, const D: usize>(x: Tensor<B, D>, eps: f64) -> Tensor<B, D> {
@@ -101,16 +102,41 @@ impl<B: AttentionBackend> DitBlock<B> {
         attend: &Attend<B>,
         layer: usize,
     ) -> (Tensor<B, 4>, LayerKv<B>) {
+        let pending = self.begin(x, e, rope, roles);
+        let own = pending.own.clone();
+        (self.finish(pending, &own, None, roles, text, attend, layer), own)
+    }
+
+    /// The block up to self-attention: modulation, norm, q, k, v.
+    pub(super) fn begin(&self, x: Tensor<B, 4>, e: Tensor<B, 3>, rope: &RopeTable<B>, roles: &RoleSelect<B>) -> Pending<B> {
         let [b, f, t, dim] = x.dims();
         let dtype = x.dtype();
         let m = modulate(&self.modulation, e.reshape([b, f, 6, dim]));
-        let flat = |x: Tensor<B, 4>| x.reshape([b, f * t, dim]);
-        let frames = |x: Tensor<B, 3>| x.reshape([b, f, t, dim]);
-
         // The residual stream is updated in f32 (as Wan does under bf16), stored in `dtype`.
         let x = x.cast(DType::F32);
         let h = adaln(x.clone(), &m[0], &m[1], self.eps, dtype);
-        let (attn, own) = self.self_attn.forward(flat(h), rope, roles, attend, layer);
+        let (q, own) = self.self_attn.project(h.reshape([b, f * t, dim]), rope, roles);
+        Pending { x, m, q, own, dtype }
+    }
+
+    /// The rest of the block: self-attention over `keys` (the forward's own K/V; under context
+    /// parallelism the whole forward's, the queries being its tokens `rows`), cross-attention, FFN.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn finish(
+        &self,
+        p: Pending<B>,
+        keys: &LayerKv<B>,
+        rows: Option<Range<usize>>,
+        roles: &RoleSelect<B>,
+        text: &LayerKv<B>,
+        attend: &Attend<B>,
+        layer: usize,
+    ) -> Tensor<B, 4> {
+        let Pending { x, m, q, dtype, .. } = p;
+        let [b, f, t, dim] = x.dims();
+        let flat = |x: Tensor<B, 4>| x.reshape([b, f * t, dim]);
+        let frames = |x: Tensor<B, 3>| x.reshape([b, f, t, dim]);
+        let attn = self.self_attn.output(self.self_attn.attend(q, keys, rows, attend, layer), roles);
         let x = x + frames(attn).cast(DType::F32) * m[2].clone();
 
         let x = flat(x);
@@ -120,8 +146,19 @@ impl<B: AttentionBackend> DitBlock<B> {
 
         let h = adaln(x.clone(), &m[3], &m[4], self.eps, dtype);
         let ff = self.ffn.forward(h, gelu_tanh);
-        ((x + ff.cast(DType::F32) * m[5].clone()).cast(dtype), own)
+        (x + ff.cast(DType::F32) * m[5].clone()).cast(dtype)
     }
+}
+
+/// A block stopped at self-attention ([`DitBlock::begin`]): the f32 residual stream, the
+/// modulation, the queries and the forward's own K/V of this layer.
+pub(super) struct Pending<B: AttentionBackend> {
+    x: Tensor<B, 4>,
+    m: Vec<Tensor<B, 4>>,
+    q: Tensor<B, 4>,
+    /// Own post-RoPE K/V `[batch, heads, tokens, head_dim]`.
+    pub own: LayerKv<B>,
+    dtype: DType,
 }
 
 /// Output head: modulation (shift, scale) from the time embedding, LayerNorm, Linear.

@@ -10,6 +10,7 @@ mod kv;
 mod layout;
 mod load;
 mod model;
+mod parallel;
 mod rope;
 #[cfg(test)]
 mod tests;
@@ -24,5 +25,6 @@ pub use kv::{ChunkKv, Keys, KvContext, LayerKv, SegmentContext, TextContext};
 pub use layout::{FrameLayout, SegmentMask};
 pub use load::{DIT_KEY_RULES, dit_key_remap};
 pub use model::{ChunkOutput, WanDit};
+pub use parallel::{KvExchange, Shard, ShardReads, ThreadGather, context_parallel, shard_frames};
 pub use rope::{Rope, RopeTable};
 pub use window::KvWindow;

@@ -10,6 +10,8 @@
 //!   a frame-level [`SegmentMask`], attended as a block table (differentiable; the packed SFT
 //!   layout).
 //! * [`WanDit::forward`]: a whole clip at positions `0..frames` (the reference model's forward).
+//! * [`WanDit::forward_shard`]: one device's shard of a context-parallel chunk or packed forward
+//!   (whole frames per shard, K/V all-gathered per layer; `dit::parallel`).
 //!
 //! Precision: the token path runs in the parameters' dtype (e.g. bf16); the time embedding, its
 //! projection, the modulation, the norms, RoPE and the residual stream run in f32, and the
@@ -21,6 +23,7 @@ use super::config::DitConfig;
 use super::embed::{Mlp, PatchEmbed, linear_f32, timestep_features};
 use super::kv::{ChunkKv, KvContext, SegmentContext, TextContext};
 use super::layout::{FrameLayout, SegmentMask};
+use super::parallel::{Shard, ShardReads};
 use super::rope::Rope;
 use crate::error::{ModelError, Result};
 use crate::lora::{LoraConfig, Role, RoleSelect};
@@ -30,6 +33,7 @@ use burn::nn::LinearConfig;
 use burn::tensor::activation::silu;
 use burn::tensor::{DType, Int, Tensor};
 use kernels_cubecl::AttentionBackend;
+use kernels_cubecl::BlockTable;
 use kernels_cubecl::gelu_tanh;
 
 /// The Wan2.1 text-to-video diffusion transformer, with optional planner/renderer roles.
@@ -193,7 +197,7 @@ impl<B: AttentionBackend> WanDit<B> {
         text: &TextContext<B>,
         ctx: &dyn KvContext<B>,
     ) -> Result<ChunkOutput<B>> {
-        let (prediction, kv) = self.run(latents, timesteps, layouts, text, Attend::Context(ctx), true)?;
+        let (prediction, kv) = self.run(latents, timesteps, layouts, text, Attend::Context(ctx), true, None)?;
         Ok(ChunkOutput { prediction, kv: ChunkKv { layers: kv } })
     }
 
@@ -206,20 +210,47 @@ impl<B: AttentionBackend> WanDit<B> {
         text: &TextContext<B>,
         mask: &SegmentMask,
     ) -> Result<Tensor<B, 5>> {
+        let table = self.packed_table(&latents, layout, mask)?;
+        Ok(self.run(latents, timesteps, std::slice::from_ref(layout), text, Attend::Packed(table), false, None)?.0)
+    }
+
+    /// The block table of a packed forward's frame rules (checked against its layout).
+    fn packed_table(&self, latents: &Tensor<B, 5>, layout: &FrameLayout, mask: &SegmentMask) -> Result<BlockTable> {
         if mask.frames() != layout.len() {
             return Err(ModelError::Input(format!("mask covers {} frames, layout {}", mask.frames(), layout.len())));
         }
         let [_, _, _, h, w] = latents.dims();
         let [_, ph, pw] = self.config.patch_size;
-        let table = mask.block_table(h / ph * (w / pw));
-        Ok(self.run(latents, timesteps, std::slice::from_ref(layout), text, Attend::Packed(table), false)?.0)
+        Ok(mask.block_table(h / ph * (w / pw)))
     }
 
     /// A whole clip at positions `0..frames` with full attention (the reference forward).
     pub fn forward(&self, latents: Tensor<B, 5>, timesteps: &[Vec<f64>], text: &TextContext<B>, role: Role) -> Result<Tensor<B, 5>> {
         let frames = latents.dims()[2] / self.config.patch_size[0];
         let layout = FrameLayout::chunk(0, frames, role);
-        Ok(self.run(latents, timesteps, &[layout], text, Attend::Context(&SegmentContext::empty()), false)?.0)
+        Ok(self.run(latents, timesteps, &[layout], text, Attend::Context(&SegmentContext::empty()), false, None)?.0)
+    }
+
+    /// This device's shard of a context-parallel forward ([`super::parallel`]): `latents`
+    /// `[batch, C_in, shard.frames.len(), height, width]` and `timesteps` hold frames
+    /// `shard.frames` of the whole forward, whose layout is `layout`; `reads` is the whole
+    /// forward's ([`ShardReads`]). Returns the shard's prediction and, for a chunk forward, the
+    /// whole forward's K/V (gathered, on this device, ready to publish; none for a packed one).
+    pub fn forward_shard(
+        &self,
+        shard: &Shard<'_, B>,
+        latents: Tensor<B, 5>,
+        timesteps: &[Vec<f64>],
+        layout: &FrameLayout,
+        text: &TextContext<B>,
+        reads: ShardReads<'_, B>,
+    ) -> Result<ChunkOutput<B>> {
+        let (attend, publish) = match reads {
+            ShardReads::Context(ctx) => (Attend::Context(ctx), true),
+            ShardReads::Packed(mask) => (Attend::Packed(self.packed_table(&latents, layout, mask)?), false),
+        };
+        let (prediction, kv) = self.run(latents, timesteps, &[shard.layout(layout)?], text, attend, publish, Some(shard))?;
+        Ok(ChunkOutput { prediction, kv: ChunkKv { layers: kv } })
     }
 
     fn check_inputs(&self, dims: [usize; 5], timesteps: &[Vec<f64>], layouts: &[FrameLayout]) -> Result<()> {
@@ -247,6 +278,7 @@ impl<B: AttentionBackend> WanDit<B> {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         latents: Tensor<B, 5>,
@@ -255,6 +287,7 @@ impl<B: AttentionBackend> WanDit<B> {
         text: &TextContext<B>,
         attend: Attend<B>,
         publish: bool,
+        shard: Option<&Shard<'_, B>>,
     ) -> Result<(Tensor<B, 5>, Vec<super::kv::LayerKv<B>>)> {
         let dims = latents.dims();
         self.check_inputs(dims, timesteps, layouts)?;
@@ -285,10 +318,15 @@ impl<B: AttentionBackend> WanDit<B> {
         let mut x = self.patch_embedding.forward(latents.cast(dtype)).reshape([b, fp, hp * wp, dim]);
         let mut published = Vec::with_capacity(if publish { self.blocks.len() } else { 0 });
         for (layer, block) in self.blocks.iter().enumerate() {
-            let (y, own) = block.forward(x, e.clone(), &rope, &roles, &text.layers[layer], &attend, layer);
-            x = y;
+            let pending = block.begin(x, e.clone(), &rope, &roles);
+            let keys = match shard {
+                None => pending.own.clone(),
+                Some(s) => s.exchange.all_gather(layer, pending.own.clone())?,
+            };
+            let rows = shard.map(|s| s.frames.start * hp * wp..s.frames.end * hp * wp);
+            x = block.finish(pending, &keys, rows, &roles, &text.layers[layer], &attend, layer);
             if publish {
-                published.push(own);
+                published.push(keys);
             }
         }
         let out = self.head.forward(x, temb).cast(DType::F32);

@@ -33,11 +33,20 @@ impl PromptEmbedding {
 
     /// Wan's text context: `[text_len, d_model]`, the valid tokens followed by zero rows.
     pub fn to_context<B: Backend>(&self, text_len: usize, device: &B::Device) -> Result<Tensor<B, 2>> {
-        let [len, d] = [self.data.shape[0], self.data.shape[1]];
+        Self::context_of(&self.data, text_len, device)
+    }
+
+    /// The text context of the embedding `data` (`[valid_len, d_model]`): the one conditioning
+    /// path of inference and of every training objective (cross-attention has no key mask, so
+    /// the zero rows change its output and must be the same everywhere).
+    pub fn context_of<B: Backend>(data: &TensorData, text_len: usize, device: &B::Device) -> Result<Tensor<B, 2>> {
+        let [len, d] = data.shape[..] else {
+            return Err(ModelError::Input(format!("prompt embedding has shape {:?}, expected [tokens, dim]", data.shape)));
+        };
         if len > text_len {
             return Err(ModelError::Input(format!("prompt embedding has {len} tokens, more than the context length {text_len}")));
         }
-        let valid = Tensor::<B, 2>::from_data(self.data.clone(), device);
+        let valid = Tensor::<B, 2>::from_data(data.clone(), device);
         Ok(Tensor::cat(vec![valid, Tensor::zeros([text_len - len, d], device)], 0))
     }
 }

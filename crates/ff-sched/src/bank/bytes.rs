@@ -7,7 +7,8 @@
 //! `planner_context + B_P` anchors (its context plus the block it publishes); a renderer-only
 //! worker keeps `B_P + G − 1` (its `G`-anchor window plus the rest of the block that completes it:
 //! it pulls anchor blocks in order, only when a window needs them). Every count except the shared
-//! prologue's anchor plan is independent of L. K/V in flight between workers is bounded by the
+//! prologue's anchor plan is independent of L. A context-parallel planner runs on every stage
+//! worker, and each keeps the whole plan (the all-gather leaves every shard the full K/V). K/V in flight between workers is bounded by the
 //! executor's links (see `exec`), not planned here.
 
 use crate::exec::Placement;
@@ -66,7 +67,7 @@ pub fn bank_plan(graph: &Graph, placement: &Placement) -> Vec<WorkerBanks> {
     let (m, bp) = (c.anchors.len(), c.config.planner_block);
     (0..placement.workers())
         .map(|worker| {
-            let nodes: Vec<_> = graph.nodes.iter().filter(|n| placement.worker_of(n) == worker).collect();
+            let nodes: Vec<_> = graph.nodes.iter().filter(|n| placement.workers_of(n).contains(&worker)).collect();
             let keys = || nodes.iter().flat_map(|n| n.reads.iter().chain(&n.publishes));
             let uses_anchors = keys().any(|k| matches!(k, KvKey::Anchor(_)));
             let plans = nodes.iter().any(|n| n.kind.is_planner());

@@ -29,8 +29,12 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
 use ff_model::FlowMatch;
-use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, TextContext, WanDit};
+use ff_model::dit::{ChunkKv, FrameLayout, LayerKv, Role, Shard, ShardReads, TextContext, ThreadGather, WanDit, shard_frames};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use window::{WindowKey, Windows};
+
+use super::prompts::Prompts;
 
 impl<B: AttentionBackend> Entry for ChunkKv<B> {
     fn bytes(&self) -> usize {
@@ -51,7 +55,7 @@ impl Roles {
     /// The roles of the nodes `placement` puts on any of `workers`.
     pub fn of_workers(graph: &Graph, placement: &Placement, workers: &[usize]) -> Self {
         let mut roles = Self::default();
-        for n in graph.nodes.iter().filter(|n| workers.contains(&placement.worker_of(n))) {
+        for n in graph.nodes.iter().filter(|n| workers.iter().any(|w| placement.workers_of(n).contains(w))) {
             let planner = n.kind.is_planner();
             roles.planner |= planner;
             roles.renderer |= !planner;
@@ -60,23 +64,23 @@ impl Roles {
     }
 }
 
-/// A role's model and the prompt's cross-attention K/V under it (and, for guided planner steps,
-/// the prompt's and the empty prompt's as a batch of two).
+/// A role's model and the cross-attention K/V of each prompt under it (and, for guided planner
+/// steps, the prompt's and the empty prompt's as a batch of two), made when a node first needs
+/// them.
 #[derive(Clone)]
 struct RoleModel<B: AttentionBackend> {
     model: WanDit<B>,
-    text: TextContext<B>,
-    guided: Option<TextContext<B>>,
+    texts: HashMap<usize, TextContext<B>>,
+    guided: HashMap<usize, TextContext<B>>,
 }
 
 impl<B: AttentionBackend> RoleModel<B> {
-    fn new(model: WanDit<B>, text: Tensor<B, 3>) -> Self {
-        Self { text: model.text_context(text), model, guided: None }
+    fn new(model: WanDit<B>) -> Self {
+        Self { model, texts: HashMap::new(), guided: HashMap::new() }
     }
 
     fn to_device(&self, device: &B::Device) -> Self {
-        let move_text = |t: &TextContext<B>| TextContext { layers: t.layers.iter().map(|l| move_layer(l, device)).collect() };
-        Self { model: self.model.clone().to_device(device), text: move_text(&self.text), guided: self.guided.as_ref().map(move_text) }
+        Self::new(self.model.clone().to_device(device))
     }
 }
 
@@ -97,8 +101,13 @@ pub struct DitRunner<B: AttentionBackend> {
     /// The contract's planner sampler: Euler steps, and their guidance scale when guided.
     planner_euler: bool,
     planner_guidance: Option<f64>,
+    /// The prompts and where each applies; the empty prompt of guided planner steps.
+    prompts: Prompts<B>,
+    empty: Option<Tensor<B, 3>>,
     windows: Windows<B>,
     device: B::Device,
+    /// This runner's endpoint when it computes a shard of every planner forward.
+    shard: Option<Arc<Mutex<ThreadGather<B>>>>,
 }
 
 impl<B: AttentionBackend> DitRunner<B> {
@@ -108,8 +117,8 @@ impl<B: AttentionBackend> DitRunner<B> {
         match model.role_embedding {
             Some(_) => Self::from_role_models(model.merge(Role::Planner), model.merge(Role::Renderer), text, contract, noise),
             None => {
-                let one = RoleModel::new(model.clone(), text);
-                Self::with_models(one.clone(), one, true, contract, noise)
+                let one = RoleModel::new(model.clone());
+                Self::with_models(one.clone(), one, true, Prompts::single("", text), contract, noise)
             }
         }
     }
@@ -117,10 +126,17 @@ impl<B: AttentionBackend> DitRunner<B> {
     /// Runner for a student served as two plain models (its roles merged ahead of time, e.g. an
     /// exported student), running both roles.
     pub fn from_role_models(planner: WanDit<B>, renderer: WanDit<B>, text: Tensor<B, 3>, contract: &Contract, noise: NoiseSpec) -> Self {
-        Self::with_models(RoleModel::new(planner, text.clone()), RoleModel::new(renderer, text), false, contract, noise)
+        Self::with_models(RoleModel::new(planner), RoleModel::new(renderer), false, Prompts::single("", text), contract, noise)
     }
 
-    fn with_models(planner: RoleModel<B>, renderer: RoleModel<B>, shared: bool, contract: &Contract, noise: NoiseSpec) -> Self {
+    fn with_models(
+        planner: RoleModel<B>,
+        renderer: RoleModel<B>,
+        shared: bool,
+        prompts: Prompts<B>,
+        contract: &Contract,
+        noise: NoiseSpec,
+    ) -> Self {
         let (config, device) = (renderer.model.config().clone(), renderer.model.device());
         Self {
             planner: Some(planner),
@@ -131,20 +147,32 @@ impl<B: AttentionBackend> DitRunner<B> {
             planner_sigmas: (0..=contract.planner_levels()).map(|l| contract.planner_sigma(l)).collect(),
             planner_euler: contract.planner_euler(),
             planner_guidance: contract.planner_guided().then_some(contract.config.planner_guidance),
+            prompts,
+            empty: None,
             windows: Windows::new(contract, &config, noise.height, noise.width, &device),
             device,
+            shard: None,
         }
+    }
+
+    /// This runner computing shard `end.index()` of every planner forward, exchanging K/V with
+    /// the other runners of `end`'s group (one per stage worker of a
+    /// [`Placement::context_parallel`], each on its device; `ThreadGather::group`).
+    pub fn with_planner_shard(mut self, end: ThreadGather<B>) -> Self {
+        self.shard = Some(Arc::new(Mutex::new(end)));
+        self
     }
 
     /// This runner with the empty prompt's embeddings (`[1, text_tokens, text_dim]`), which guided
     /// planner steps contrast with the prompt.
-    pub fn with_empty_prompt(mut self, empty: Tensor<B, 3>) -> Self {
-        if let Some(p) = self.planner.as_mut() {
-            let empty = p.model.text_context(empty);
-            let pairs = p.text.layers.iter().zip(empty.layers).map(|(c, e)| LayerKv::stack(vec![c.clone(), e]));
-            p.guided = Some(TextContext { layers: pairs.collect() });
-        }
-        self
+    pub fn with_empty_prompt(self, empty: Tensor<B, 3>) -> Self {
+        Self { empty: Some(empty), ..self }
+    }
+
+    /// This runner reading its prompts from `prompts` (shared by every worker of the run; see
+    /// [`Prompts`]) instead of the one prompt it was made with.
+    pub fn with_prompts(self, prompts: Prompts<B>) -> Self {
+        Self { prompts, ..self }
     }
 
     /// This runner keeping the models of `roles` only (no copy: the kept models are shared).
@@ -175,8 +203,11 @@ impl<B: AttentionBackend> DitRunner<B> {
             planner_sigmas: self.planner_sigmas.clone(),
             planner_euler: self.planner_euler,
             planner_guidance: self.planner_guidance,
+            prompts: self.prompts.clone(),
+            empty: self.empty.as_ref().map(|e| e.clone().to_device(device)),
             windows: self.windows.to_device(device),
             device: device.clone(),
+            shard: self.shard.clone(),
         }
     }
 
@@ -216,29 +247,63 @@ impl<B: AttentionBackend> DitRunner<B> {
 
     fn model(&self, node: &Node) -> Result<&RoleModel<B>> {
         let (held, role) = if node.kind.is_planner() { (&self.planner, "planner") } else { (&self.renderer, "renderer") };
-        held.as_ref().ok_or_else(|| SchedError::Worker {
-            worker: 0,
-            reason: format!("node {} needs the {role} model, which this runner was not given (see Roles::of_workers)", node.id),
-        })
+        held.as_ref().ok_or_else(|| Self::missing(node, role))
     }
 
-    /// The text context of `n` nodes of `node`'s model: the prompt's, or for a guided step the
-    /// prompt's and the empty prompt's for each node in turn (`2n` elements); the guidance scale
-    /// if guided.
-    fn text(&self, node: &Node, n: usize) -> Result<(TextContext<B>, Option<f64>)> {
-        let m = self.model(node)?;
-        let guidance = self.planner_guidance.filter(|_| node.passes == 2);
-        let Some(g) = guidance else { return Ok((m.text.clone(), None)) };
-        let pair = m.guided.as_ref().ok_or_else(|| SchedError::Worker {
+    fn missing(node: &Node, role: &str) -> SchedError {
+        SchedError::Worker {
             worker: 0,
-            reason: format!(
-                "node {} is a guided planner step and the runner has no empty prompt (see DitRunner::with_empty_prompt)",
-                node.id
-            ),
-        })?;
-        let repeat = |l: &LayerKv<B>| LayerKv { k: l.k.clone().repeat_dim(0, n), v: l.v.clone().repeat_dim(0, n) };
-        let text = if n == 1 { pair.clone() } else { TextContext { layers: pair.layers.iter().map(repeat).collect() } };
-        Ok((text, Some(g)))
+            reason: format!("node {} needs the {role} model, which this runner was not given (see Roles::of_workers)", node.id),
+        }
+    }
+
+    /// The text context of prompt `prompt` under `node`'s model: the prompt's, or for a guided
+    /// step the prompt's and the empty prompt's as a batch of two. Made on first use.
+    fn prompt_text(&mut self, node: &Node, prompt: usize, guided: bool) -> Result<TextContext<B>> {
+        let planner = node.kind.is_planner();
+        let held = if planner { self.planner.as_mut() } else { self.renderer.as_mut() };
+        let m = held.ok_or_else(|| Self::missing(node, if planner { "planner" } else { "renderer" }))?;
+        if !m.texts.contains_key(&prompt) {
+            let text = self.prompts.text(prompt)?.to_device(&self.device);
+            m.texts.insert(prompt, m.model.text_context(text));
+        }
+        if !guided {
+            return Ok(m.texts[&prompt].clone());
+        }
+        if !m.guided.contains_key(&prompt) {
+            let empty = self.empty.clone().ok_or_else(|| SchedError::Worker {
+                worker: 0,
+                reason: format!(
+                    "node {} is a guided planner step and the runner has no empty prompt (see DitRunner::with_empty_prompt)",
+                    node.id
+                ),
+            })?;
+            let empty = m.model.text_context(empty);
+            let pairs = m.texts[&prompt].layers.iter().zip(empty.layers).map(|(c, e)| LayerKv::stack(vec![c.clone(), e]));
+            m.guided.insert(prompt, TextContext { layers: pairs.collect() });
+        }
+        Ok(m.guided[&prompt].clone())
+    }
+
+    /// The text context of `nodes` (one model), one batch element per node, each under its
+    /// prompt in `prompts`; for a guided step the prompt's and the empty prompt's for each
+    /// node in turn (`2n` elements). Returns the guidance scale if guided.
+    fn text(&mut self, nodes: &[&Node], prompts: &[usize]) -> Result<(TextContext<B>, Option<f64>)> {
+        let guidance = self.planner_guidance.filter(|_| nodes[0].passes == 2);
+        let texts = nodes.iter().zip(prompts).map(|(n, &p)| self.prompt_text(n, p, guidance.is_some())).collect::<Result<Vec<_>>>()?;
+        let one = prompts.iter().all(|&p| p == prompts[0]);
+        let repeat = |l: &LayerKv<B>| LayerKv { k: l.k.clone().repeat_dim(0, nodes.len()), v: l.v.clone().repeat_dim(0, nodes.len()) };
+        let text = match (one, guidance) {
+            // One prompt, unguided: a batch of one broadcasts over the nodes.
+            (true, None) => texts[0].clone(),
+            (true, Some(_)) if nodes.len() == 1 => texts[0].clone(),
+            (true, Some(_)) => TextContext { layers: texts[0].layers.iter().map(repeat).collect() },
+            (false, _) => {
+                let layers = (0..texts[0].layers.len()).map(|l| LayerKv::stack(texts.iter().map(|t| t.layers[l].clone()).collect()));
+                TextContext { layers: layers.collect() }
+            }
+        };
+        Ok((text, guidance))
     }
 
     /// x0 from the velocity (or the next Euler latent of a planner step), and the entries to
@@ -278,6 +343,33 @@ fn param_bytes<B: AttentionBackend>(model: &WanDit<B>) -> usize {
 }
 
 impl<B: AttentionBackend> DitRunner<B> {
+    /// `node`'s reads in the version of its prompt `p`, or dropped (see `Prompts`).
+    fn pick_reads(&self, node: &Node, reads: &[&ChunkKv<B>], p: usize) -> Vec<(KvKey, ChunkKv<B>, usize)> {
+        let pick = |(k, e): (&KvKey, &&ChunkKv<B>)| match self.prompts.versions(k) {
+            _ if self.prompts.drops(k, p) => None,
+            None => Some((*k, (*e).clone(), 0)),
+            Some(_) => {
+                let v = self.prompts.version_for(k, p);
+                Some((*k, e.batch_element(v), v))
+            }
+        };
+        node.reads.iter().zip(reads).filter_map(pick).collect()
+    }
+
+    /// The re-cached versions of what `node` publishes (input `x`, reads `reads`), each its own
+    /// whole forward, run before the node's own so that the window's target slots end holding
+    /// the node's own K/V.
+    fn recached(&mut self, node: &Node, reads: &[(KvKey, ChunkKv<B>, usize)], x: &Tensor<B, 5>) -> Result<Vec<ChunkKv<B>>> {
+        let others: Vec<usize> = node.publishes.first().and_then(|k| self.prompts.versions(k)).map_or(vec![], |v| v[1..].to_vec());
+        let mut kvs = Vec::with_capacity(others.len());
+        for p in others {
+            let key = self.windows.prepare(node, reads)?;
+            let text = self.prompt_text(node, p, false)?;
+            kvs.push(self.forward(&[node], &[key], std::slice::from_ref(x), &text, 1)?.kv);
+        }
+        Ok(kvs)
+    }
+
     /// `nodes` (one model, equal frame counts, distinct windows) as one `forward_chunks` call
     /// (a single node too, so that every executor runs the same attention calls).
     fn forward_batch(
@@ -286,25 +378,17 @@ impl<B: AttentionBackend> DitRunner<B> {
         sources: &[Option<&Tensor<B, 5>>],
         reads: &[Vec<&ChunkKv<B>>],
     ) -> Result<Vec<NodeResult<Self>>> {
+        let prompts = nodes.iter().map(|n| self.prompts.begin(n)).collect::<Result<Vec<usize>>>()?;
         let inputs: Vec<Tensor<B, 5>> = nodes.iter().zip(sources).map(|(n, s)| self.input(n, *s)).collect();
-        let keys = nodes.iter().zip(reads).map(|(n, r)| self.windows.prepare(n, r)).collect::<Result<Vec<_>>>()?;
-        let n = nodes.len();
-        let (text, guidance) = self.text(nodes[0], n)?;
+        let reads: Vec<Vec<(KvKey, ChunkKv<B>, usize)>> =
+            nodes.iter().zip(reads).zip(&prompts).map(|((n, r), &p)| self.pick_reads(n, r, p)).collect();
+        let versions = nodes.iter().zip(&reads).zip(&inputs).map(|((n, r), x)| self.recached(n, r, x)).collect::<Result<Vec<_>>>()?;
+        let keys = nodes.iter().zip(&reads).map(|(n, r)| self.windows.prepare(n, r)).collect::<Result<Vec<_>>>()?;
+        let (text, guidance) = self.text(nodes, &prompts)?;
         // A guided step's batch runs each node twice in a row (its window, layout, timesteps and
         // input): element 2i under the prompt, 2i + 1 under the empty prompt.
         let passes = if guidance.is_some() { 2 } else { 1 };
-        let node_of = |b: usize| b / passes;
-        let ctx = BatchContext::new((0..n * passes).map(|b| keys[node_of(b)].map(|k| self.windows.window(k))).collect());
-        let layouts: Vec<FrameLayout> =
-            (0..n * passes).map(|b| FrameLayout::frames(nodes[node_of(b)].positions.clone(), Role::Base)).collect();
-        let timesteps: Vec<Vec<f64>> = (0..n * passes).map(|b| nodes[node_of(b)].timesteps.clone()).collect();
-        let batch = Tensor::cat((0..n * passes).map(|b| inputs[node_of(b)].clone()).collect(), 0);
-        let first = nodes[0].id;
-        let out = self
-            .model(nodes[0])?
-            .model
-            .forward_chunks(batch, &timesteps, &layouts, &text, &ctx)
-            .map_err(|source| SchedError::Model { node: first, source })?;
+        let out = self.forward(nodes, &keys, &inputs, &text, passes)?;
         let velocity = |b: usize| {
             let v = |e: usize| out.prediction.clone().narrow(0, e, 1);
             match guidance {
@@ -320,9 +404,98 @@ impl<B: AttentionBackend> DitRunner<B> {
         Ok(nodes
             .iter()
             .zip(inputs)
+            .zip(versions)
             .enumerate()
-            .map(|(b, (node, x))| self.finish(node, x, velocity(b), out.kv.batch_element(b * passes)))
+            .map(|(b, ((node, x), others))| self.finish(node, x, velocity(b), with_versions(out.kv.batch_element(b * passes), &others)))
             .collect())
+    }
+
+    /// One `forward_chunks` call of `nodes` (one model) through their windows `keys`, each node
+    /// `passes` times in a row, under `text`.
+    fn forward(
+        &self,
+        nodes: &[&Node],
+        keys: &[Option<WindowKey>],
+        inputs: &[Tensor<B, 5>],
+        text: &TextContext<B>,
+        passes: usize,
+    ) -> Result<ff_model::dit::ChunkOutput<B>> {
+        let n = nodes.len();
+        let node_of = |b: usize| b / passes;
+        let ctx = BatchContext::new((0..n * passes).map(|b| keys[node_of(b)].map(|k| self.windows.window(k))).collect());
+        let layouts: Vec<FrameLayout> =
+            (0..n * passes).map(|b| FrameLayout::frames(nodes[node_of(b)].positions.clone(), Role::Base)).collect();
+        let timesteps: Vec<Vec<f64>> = (0..n * passes).map(|b| nodes[node_of(b)].timesteps.clone()).collect();
+        let batch = Tensor::cat((0..n * passes).map(|b| inputs[node_of(b)].clone()).collect(), 0);
+        let first = nodes[0].id;
+        self.model(nodes[0])?
+            .model
+            .forward_chunks(batch, &timesteps, &layouts, text, &ctx)
+            .map_err(|source| SchedError::Model { node: first, source })
+    }
+}
+
+impl<B: AttentionBackend> DitRunner<B> {
+    /// This runner's shard of planner `node` (see `ff_model::dit::parallel`): the input latent
+    /// is drawn whole (noise is per frame position, so every shard draws the same), the shard's
+    /// frames run through the model with the K/V all-gathered per layer, and the predictions are
+    /// gathered, so every shard ends with the whole x0 and K/V. A shard with no frames (fewer
+    /// anchors than devices) only receives.
+    fn forward_shard(
+        &mut self,
+        node: &Node,
+        source: Option<&Tensor<B, 5>>,
+        reads: &[&ChunkKv<B>],
+        end: &ThreadGather<B>,
+    ) -> Result<NodeResult<Self>> {
+        let model_err = |source| SchedError::Model { node: node.id, source };
+        let frames = shard_frames(node.positions.len(), end.devices());
+        end.set_active(frames.len());
+        let prompt = self.prompts.begin(node)?;
+        let x = self.input(node, source);
+        let [_, _, _, h, w] = x.dims();
+        let reads = self.pick_reads(node, reads, prompt);
+        // Re-cached versions run whole on every shard (each shard publishes the whole K/V).
+        let others = self.recached(node, &reads, &x)?;
+        let (text, guidance) = self.text(&[node], &[prompt])?;
+        let passes = if guidance.is_some() { 2 } else { 1 };
+        let layers = self.model(node)?.model.config().num_layers;
+        let (prediction, kv) = match frames.get(end.index()).cloned() {
+            Some(mine) => {
+                let key = self.windows.prepare(node, &reads)?;
+                let ctx = BatchContext::new((0..passes).map(|_| key.map(|k| self.windows.window(k))).collect());
+                let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
+                let timesteps = vec![node.timesteps[mine.clone()].to_vec(); passes];
+                let part = x.clone().narrow(2, mine.start, mine.len());
+                let batch = Tensor::cat(vec![part; passes], 0);
+                let shard = Shard { frames: mine, exchange: end };
+                let reads = ShardReads::Context(&ctx);
+                let out = self.model(node)?.model.forward_shard(&shard, batch, &timesteps, &layout, &text, reads).map_err(model_err)?;
+                if let Some(k) = key {
+                    self.windows.published(node, k)?;
+                }
+                (end.gather_frames(layers, Some(out.prediction), [h, w]).map_err(model_err)?, out.kv)
+            }
+            None => {
+                let kv = (0..layers).map(|l| end.receive(l)).collect::<ff_model::Result<Vec<_>>>().map_err(model_err)?;
+                (end.gather_frames(layers, None, [h, w]).map_err(model_err)?, ChunkKv { layers: kv })
+            }
+        };
+        let v = |e: usize| prediction.clone().narrow(0, e, 1);
+        let velocity = match guidance {
+            Some(g) => ff_model::flow::cfg(v(1), v(0), g),
+            None => v(0),
+        };
+        Ok(self.finish(node, x, velocity, with_versions(kv.batch_element(0), &others)))
+    }
+}
+
+/// A node's own published K/V and its re-cached versions as one entry, one batch element per
+/// prompt, its own first (`Prompts::versions`).
+fn with_versions<B: AttentionBackend>(own: ChunkKv<B>, others: &[ChunkKv<B>]) -> ChunkKv<B> {
+    match others.is_empty() {
+        true => own,
+        false => ChunkKv::stack(&std::iter::once(&own).chain(others).collect::<Vec<_>>()),
     }
 }
 
@@ -343,7 +516,17 @@ impl<B: AttentionBackend> Runner for DitRunner<B> {
 
     fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<(Tensor<B, 5>, Vec<ChunkKv<B>>)> {
         let _span = tracing::trace_span!("forward", node = node.id, kind = ?node.kind, level = node.level).entered();
-        Ok(self.forward_batch(&[node], &[source], &[reads.to_vec()])?.remove(0))
+        match self.shard.clone().filter(|_| node.kind.is_planner()) {
+            Some(end) => self.forward_shard(node, source, reads, &end.lock().expect("shard endpoint lock")),
+            None => Ok(self.forward_batch(&[node], &[source], &[reads.to_vec()])?.remove(0)),
+        }
+    }
+
+    fn planner_shard(&self) -> Option<(usize, usize)> {
+        self.shard.as_ref().map(|end| {
+            let end = end.lock().expect("shard endpoint lock");
+            (end.index(), end.devices())
+        })
     }
 
     /// One batched forward (`forward_chunks`, one batch element per node, see

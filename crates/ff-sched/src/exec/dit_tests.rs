@@ -41,6 +41,36 @@ fn flashforward_executors_are_bit_identical_to_serial() {
     }
 }
 
+/// FlashForward-CP: every planner forward sharded over 2 and 3 stage workers (L = 41: 5 anchors
+/// in blocks of 3 and 2, so with 3 devices one shard idles on the second block) gives the serial
+/// video bit for bit, and each planner forward runs on every worker at once.
+#[test]
+fn a_context_parallel_planner_is_bit_identical_to_serial() {
+    let (c, model, text) = setup(ContractConfig::new(41).with_stages(3));
+    let want = video(&generate(ScheduleKind::FlashForward, &c, &model, &text, Placement::serial()));
+    let graph = ScheduleKind::FlashForward.build(&c).unwrap();
+    let noise = NoiseSpec { seed: 3, channels: model.config().in_channels, height: SIDE, width: SIDE };
+    let runner = DitRunner::new(&model, text.clone(), &c, noise);
+    for d in [2, 3] {
+        let p = Placement::context_parallel(d);
+        let ends = ff_model::dit::ThreadGather::<B>::group(&vec![Default::default(); d]);
+        let runners: Vec<_> = ends.into_iter().map(|e| runner.clone().with_planner_shard(e)).collect();
+        let run = execute(&graph, &p, runners).unwrap();
+        assert_eq!(video(&run), want, "{d} devices");
+        for n in graph.nodes.iter().filter(|n| n.kind.is_planner()) {
+            let spans: Vec<_> = run.trace.spans.iter().filter(|s| s.node == n.id).collect();
+            let mut on: Vec<usize> = spans.iter().map(|s| s.worker).collect();
+            on.sort_unstable();
+            assert_eq!(on, (0..d).collect::<Vec<_>>(), "node {}", n.id);
+            // the all-gathers are barriers: every shard is inside the forward at once
+            let (last_start, first_end) = spans.iter().fold((0.0f64, f64::MAX), |(a, b), s| (a.max(s.start), b.min(s.end)));
+            assert!(last_start < first_end, "node {}: shards do not overlap", n.id);
+        }
+    }
+    let err = execute(&graph, &Placement::context_parallel(2), vec![runner.clone(), runner]).unwrap_err();
+    assert!(err.to_string().contains("shard 0 of 2"), "{err}");
+}
+
 #[test]
 fn baseline_executors_are_bit_identical_to_serial() {
     let (c, model, text) = setup(ContractConfig::new(13).with_stages(3));

@@ -15,6 +15,10 @@
 //! * wavefront: [`Placement::wavefront`] (planner first on worker 0, then one worker per stage);
 //! * streaming: [`Placement::streaming`] (a dedicated planner worker publishes anchor blocks while
 //!   the wavefront renders; a renderer waits only for the anchors of its own window);
+//! * context-parallel planner: [`Placement::context_parallel`] (FlashForward-CP: every stage
+//!   worker runs its shard of each planner forward, the runners exchanging K/V among themselves,
+//!   `ff_model::dit::context_parallel`'s all-gather; each ends with the whole x0 and anchor K/V,
+//!   then the wavefront renders as usual);
 //! * batched diagonal: [`execute_batched`] (one worker; the independent nodes of each dependency
 //!   wave, FlashForward's anti-diagonals, run as one forward with one batch element per node).
 //!
@@ -34,12 +38,14 @@ mod batched;
 mod dit;
 mod noise;
 mod placement;
+mod prompts;
 mod worker;
 
 pub use batched::{execute_batched, waves};
 pub use dit::{DitRunner, Roles};
 pub use noise::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
 pub use placement::{Placement, PlannerPlacement};
+pub use prompts::{Across, Carry, LiveSource, Prompts, Segment};
 pub use worker::worker_threads;
 
 use crate::bank::{Entry, WorkerBanks, bank_plan};
@@ -67,6 +73,14 @@ pub trait Runner: Send {
     /// per node, as [`Runner::run`].
     fn run_batch(&mut self, nodes: &[&Node], sources: &[Option<&Self::Latent>], reads: &[Vec<&Self::Kv>]) -> Result<Vec<NodeResult<Self>>> {
         nodes.iter().zip(sources).zip(reads).map(|((n, s), r)| self.run(n, *s, r)).collect()
+    }
+
+    /// `Some((s, n))` when this runner computes shard `s` of `n` of every planner forward and
+    /// exchanges with the other shards itself ([`Placement::context_parallel`] needs it of every
+    /// stage worker, `s` its index; e.g. [`DitRunner::with_planner_shard`]). Each shard's run
+    /// returns the whole forward's x0 and K/V.
+    fn planner_shard(&self) -> Option<(usize, usize)> {
+        None
     }
 
     /// Moves a latent received from another worker onto this worker's device.
@@ -101,6 +115,15 @@ pub fn execute<R: Runner>(graph: &Graph, placement: &Placement, runners: Vec<R>)
     placement.validate()?;
     if runners.len() != placement.workers() {
         return Err(SchedError::Config(format!("{} runners for {} workers", runners.len(), placement.workers())));
+    }
+    if placement.planner == PlannerPlacement::Sharded {
+        let n = placement.stage_workers;
+        if let Some(w) = (0..n).find(|&w| runners[w].planner_shard() != Some((w, n))) {
+            return Err(SchedError::Config(format!(
+                "a context-parallel planner needs runner {w} to compute shard {w} of {n} of every planner forward (it reports {:?})",
+                runners[w].planner_shard()
+            )));
+        }
     }
     let plans = bank_plan(graph, placement);
     let pools = worker::worker_pools(placement.workers())?;

@@ -1,7 +1,8 @@
 //! [`Placement`]: which worker runs each node of a graph. Renderer-stage nodes of stage k go to
 //! worker `k mod stage_workers`; planner nodes either share worker 0, ahead of rendering (node
-//! order puts all planner nodes first: the paper's 4-device FlashForward), or run on a dedicated
-//! planner worker (index `stage_workers`, streaming).
+//! order puts all planner nodes first: the paper's 4-device FlashForward), run on every stage
+//! worker at once as one context-parallel forward (FlashForward-CP, also ahead of rendering), or
+//! run on a dedicated planner worker (index `stage_workers`, streaming).
 
 use crate::error::{Result, SchedError};
 use crate::schedule::Node;
@@ -13,6 +14,9 @@ pub enum PlannerPlacement {
     Shared,
     /// On a dedicated worker (index `stage_workers`) concurrently with rendering.
     Dedicated,
+    /// Every planner forward sharded by frames over all stage workers (context parallelism,
+    /// FlashForward-CP), ahead of rendering; worker 0 leads.
+    Sharded,
 }
 
 /// Assignment of graph nodes to workers.
@@ -38,6 +42,11 @@ impl Placement {
     /// Stage workers plus a dedicated planner worker.
     pub fn streaming(workers: usize) -> Self {
         Self { stage_workers: workers, planner: PlannerPlacement::Dedicated }
+    }
+
+    /// Stage workers that also run every planner forward together, context-parallel.
+    pub fn context_parallel(workers: usize) -> Self {
+        Self { stage_workers: workers, planner: PlannerPlacement::Sharded }
     }
 
     /// Fails with [`SchedError::Config`] when there is no stage worker.
@@ -72,12 +81,24 @@ impl Placement {
         names
     }
 
-    /// The worker that runs `node`.
+    /// The worker that runs `node` (a sharded planner forward: its lead, worker 0).
     pub fn worker_of(&self, node: &Node) -> usize {
         match (node.kind.is_planner(), self.planner) {
-            (true, PlannerPlacement::Shared) => 0,
+            (true, PlannerPlacement::Shared | PlannerPlacement::Sharded) => 0,
             (true, PlannerPlacement::Dedicated) => self.stage_workers,
             (false, _) => node.stage % self.stage_workers,
+        }
+    }
+
+    /// Every worker that computes part of `node`: all stage workers for a sharded planner
+    /// forward, else the one [`Placement::worker_of`].
+    pub fn workers_of(&self, node: &Node) -> std::ops::Range<usize> {
+        match (node.kind.is_planner(), self.planner) {
+            (true, PlannerPlacement::Sharded) => 0..self.stage_workers,
+            _ => {
+                let w = self.worker_of(node);
+                w..w + 1
+            }
         }
     }
 }

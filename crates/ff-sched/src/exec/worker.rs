@@ -28,7 +28,11 @@ pub(super) fn is_peer_stop(e: &SchedError) -> bool {
 /// Who needs what: derived once from the graph and placement, shared by all workers.
 struct Routes<'g> {
     graph: &'g Graph,
+    /// The worker that runs each node (a sharded node: its lead, which sends what it produces).
     worker: Vec<usize>,
+    /// Every worker that runs each node: its shards' workers (context-parallel planner forwards;
+    /// each ends with the whole output and K/V), else the one worker.
+    group: Vec<std::ops::Range<usize>>,
     consumers: Vec<Vec<NodeId>>,
     readers: HashMap<KvKey, Vec<usize>>,
     publisher: HashMap<KvKey, NodeId>,
@@ -43,6 +47,7 @@ impl<'g> Routes<'g> {
     fn new(graph: &'g Graph, placement: &Placement) -> Self {
         let n = placement.workers();
         let worker: Vec<usize> = graph.nodes.iter().map(|n| placement.worker_of(n)).collect();
+        let group: Vec<_> = graph.nodes.iter().map(|n| placement.workers_of(n)).collect();
         let mut consumers = vec![Vec::new(); graph.nodes.len()];
         let mut readers: HashMap<KvKey, Vec<usize>> = HashMap::new();
         let mut publisher = HashMap::new();
@@ -51,12 +56,12 @@ impl<'g> Routes<'g> {
             if let Some(s) = node.source {
                 consumers[s].push(node.id);
             }
-            for &d in node.deps.iter().filter(|&&d| worker[d] != worker[node.id]) {
+            for &d in node.deps.iter().filter(|&&d| !group[d].contains(&worker[node.id])) {
                 kv_source[worker[node.id]] = false;
                 kv_source[worker[d]] &= graph.nodes[node.id].source != Some(d);
             }
             for k in &node.reads {
-                readers.entry(*k).or_default().push(worker[node.id]);
+                readers.entry(*k).or_default().extend(group[node.id].clone());
             }
             for k in &node.publishes {
                 publisher.insert(*k, node.id);
@@ -67,12 +72,12 @@ impl<'g> Routes<'g> {
             r.sort_unstable();
             r.dedup();
             if let Some(&p) = publisher.get(key) {
-                for &w in r.iter().filter(|&&w| w != worker[p]) {
+                for &w in r.iter().filter(|&&w| !group[p].contains(&w)) {
                     links[worker[p]][w] += 1;
                 }
             }
         }
-        Self { graph, worker, consumers, readers, publisher, links, kv_source }
+        Self { graph, worker, group, consumers, readers, publisher, links, kv_source }
     }
 
     /// Capacity of the K/V link `p → w`. A K/V source (the dedicated planner) can only be held up
@@ -92,12 +97,13 @@ impl<'g> Routes<'g> {
 
     /// Consumers of `node`'s latent on worker `w`.
     fn uses_on(&self, node: NodeId, w: usize) -> usize {
-        self.consumers[node].iter().filter(|&&c| self.worker[c] == w).count()
+        self.consumers[node].iter().filter(|&&c| self.group[c].contains(&w)).count()
     }
 
-    /// Other workers that take `node`'s latent.
+    /// Other workers that take `node`'s latent (from its lead).
     fn latent_targets(&self, node: NodeId) -> Vec<usize> {
-        let mut t: Vec<usize> = self.consumers[node].iter().map(|&c| self.worker[c]).filter(|&w| w != self.worker[node]).collect();
+        let mut t: Vec<usize> =
+            self.consumers[node].iter().flat_map(|&c| self.group[c].clone()).filter(|w| !self.group[node].contains(w)).collect();
         t.sort_unstable();
         t.dedup();
         t
@@ -171,7 +177,7 @@ impl<R: Runner> Worker<'_, '_, R> {
         let mut latents: HashMap<NodeId, (R::Latent, usize)> = HashMap::new();
         let mut done = Done { outputs: Vec::new(), spans: Vec::new(), peak_kv_bytes: 0 };
         let send_err = |_| SchedError::PeerStopped { worker: self.id };
-        for node in graph.nodes.iter().filter(|n| self.routes.worker[n.id] == self.id) {
+        for node in graph.nodes.iter().filter(|n| self.routes.group[n.id].contains(&self.id)) {
             let source = match node.source {
                 Some(s) => Some(self.take_latent(s, &mut latents, &runner)?),
                 None => None,
@@ -186,14 +192,15 @@ impl<R: Runner> Worker<'_, '_, R> {
             done.spans.push(Span { node: node.id, worker: self.id, start: t0, end: t1 });
             self.publish(node, kvs, &mut banks)?;
             done.peak_kv_bytes = done.peak_kv_bytes.max(banks.bytes() + self.in_flight[self.id].bytes(&banks));
-            for w in self.routes.latent_targets(node.id) {
+            let lead = self.routes.worker[node.id] == self.id;
+            for w in self.routes.latent_targets(node.id).into_iter().filter(|_| lead) {
                 self.outbox.latents[w].send((node.id, x0.clone())).map_err(send_err)?;
             }
             let local = self.routes.uses_on(node.id, self.id);
             if local > 0 {
                 latents.insert(node.id, (x0.clone(), local));
             }
-            if node.output {
+            if node.output && lead {
                 done.outputs.push((node.id, x0));
             }
         }
@@ -202,7 +209,9 @@ impl<R: Runner> Worker<'_, '_, R> {
 
     /// Takes K/V entries from the publisher of `key` (in publication order) until `key` is here.
     fn pull(&self, key: KvKey, banks: &mut Banks<R::Kv>, runner: &R) -> Result<()> {
-        let Some(from) = self.routes.publisher.get(&key).map(|&p| self.routes.worker[p]).filter(|&p| p != self.id) else {
+        let Some(from) =
+            self.routes.publisher.get(&key).filter(|&&p| !self.routes.group[p].contains(&self.id)).map(|&p| self.routes.worker[p])
+        else {
             return Ok(());
         };
         let link = self.inbox.kv[from].as_ref().expect("a link from every publisher this worker reads");
@@ -223,7 +232,9 @@ impl<R: Runner> Worker<'_, '_, R> {
         }
         for (key, kv) in node.publishes.iter().zip(kvs) {
             let readers = self.routes.readers.get(key).map_or(&[][..], Vec::as_slice);
-            let remote: Vec<usize> = readers.iter().copied().filter(|&w| w != self.id).collect();
+            let lead = self.routes.worker[node.id] == self.id;
+            let group = &self.routes.group[node.id];
+            let remote: Vec<usize> = readers.iter().copied().filter(|w| lead && !group.contains(w)).collect();
             if !remote.is_empty() {
                 self.in_flight[self.id].sent(*key, remote.len(), kv.bytes());
             }

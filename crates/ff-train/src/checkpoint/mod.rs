@@ -21,6 +21,7 @@
 //! files with the module's own paths and config ([`save_module`], [`restore_module`]).
 
 mod files;
+mod identity;
 mod inference;
 mod module;
 #[cfg(test)]
@@ -28,6 +29,7 @@ mod tests;
 mod unmerge;
 
 pub use files::{Stored, read_tensors, write_tensors, write_tensors_as};
+pub use identity::base_identity;
 pub use inference::{export_role, export_roles, load_dit, load_planner, merged_weights, write_role_model};
 pub use module::{ModuleCheckpointState, load_module_ema, read_module_state, restore_module, save_module};
 pub use unmerge::{UNMERGE_TOLERANCE, unmerge_roles};
@@ -76,6 +78,10 @@ pub struct CheckpointState {
     /// The DiT checkpoint the untrained parameters come from; `None` when the weight files hold
     /// every parameter.
     pub base: Option<PathBuf>,
+    /// The identity of `base`'s weights ([`base_identity`]), checked on resume ([`check_base`]);
+    /// `None` in checkpoints written before it was recorded.
+    #[serde(default)]
+    pub base_identity: Option<String>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
@@ -159,9 +165,9 @@ where
     let (tensors, steps) = optimizer_tensors(trainer.optimizer.state());
     write_tensors(&dir.join(OPTIMIZER_FILE), tensors, HashMap::from([(STEPS_KEY.to_string(), steps)]))?;
     let every_parameter = trainer.model.valid().file_tensors(|p| !trainable.contains(p))?.is_empty();
-    let base = match base.filter(|_| !every_parameter) {
-        Some(b) => Some(fs::canonicalize(b).map_err(io(b))?),
-        None => None,
+    let (base, base_identity) = match base.filter(|_| !every_parameter) {
+        Some(b) => (Some(fs::canonicalize(b).map_err(io(b))?), Some(base_identity(b)?)),
+        None => (None, None),
     };
     let state = CheckpointState {
         step: trainer.step,
@@ -171,6 +177,7 @@ where
         train: trainer.config.clone(),
         dit: trainer.model.config().clone(),
         base,
+        base_identity,
     };
     let json = serde_json::to_vec_pretty(&state).map_err(|e| TrainError::Checkpoint { path: dir.to_path_buf(), message: e.to_string() })?;
     ff_model::io::write_atomic(&dir.join(STATE_FILE), |w| std::io::Write::write_all(w, &json)).map_err(Into::into)
@@ -181,6 +188,31 @@ pub fn read_state(dir: &Path) -> Result<CheckpointState> {
     let path = dir.join(STATE_FILE);
     let text = fs::read_to_string(&path).map_err(io(&path))?;
     serde_json::from_str(&text).map_err(|e| TrainError::Checkpoint { path, message: format!("invalid state: {e}") })
+}
+
+/// Checks that the checkpoint in `dir` was trained on the base weights `base` (the run's
+/// [`Start::base`](crate::runner::Start::base)): by their recorded identity, or by path for a
+/// checkpoint written before identities were recorded. A mismatch is an error naming both; a
+/// checkpoint or a run without a base (every parameter in the files) has nothing to check.
+pub fn check_base(dir: &Path, base: Option<&Path>) -> Result<()> {
+    let state = read_state(dir)?;
+    let (Some(recorded), Some(base)) = (&state.base, base) else { return Ok(()) };
+    let (was, now) = match &state.base_identity {
+        Some(id) => (id.clone(), base_identity(base)?),
+        None => (recorded.display().to_string(), fs::canonicalize(base).map_err(io(base))?.display().to_string()),
+    };
+    if was == now {
+        return Ok(());
+    }
+    Err(TrainError::Checkpoint {
+        path: dir.join(STATE_FILE),
+        message: format!(
+            "trained on the base weights {} ({was}); this run's base is {} ({now}): resume with the model it started \
+             from, or start a new run",
+            recorded.display(),
+            base.display()
+        ),
+    })
 }
 
 /// Restores the checkpoint in `dir` into `trainer` (built by [`Trainer::new`] over the same base
@@ -216,7 +248,7 @@ where
     let moments = read_moments::<B::InnerBackend>(&dir.join(OPTIMIZER_FILE), &device)?;
 
     trainer.model = set_trainable(model, |p| trainable.contains(p));
-    trainer.ema = Ema::new(t.ema_decay, params(&ema, |p| trainable.contains(p)));
+    trainer.ema = Ema::new(t.ema_decay, t.ema_warmup, params(&ema, |p| trainable.contains(p)));
     trainer.optimizer.set_state(moments);
     trainer.sampler = Sampler::resume(state.train.seed, state.clips, state.cursor);
     trainer.rng = state.rng;

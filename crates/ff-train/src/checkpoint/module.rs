@@ -134,7 +134,7 @@ where
     let trainable = trainer.config.trainable;
     let weights = weights.into_iter().map(|(k, v)| (k, Tensor::from_inner(v))).collect();
     trainer.model = set_trainable(assign(trainer.model.clone(), weights), |p| trainable.contains(p));
-    trainer.ema = Ema::new(trainer.config.ema_decay, ema);
+    trainer.ema = Ema::new(trainer.config.ema_decay, trainer.config.ema_warmup, ema);
     trainer.optimizer.set_state(moments);
     trainer.sampler = Sampler::resume(state.train.seed, state.clips, state.cursor);
     trainer.rng = state.rng;

@@ -235,3 +235,37 @@ fn an_exported_student_unmerges_into_roles_that_merge_back() {
     let err = unmerge_roles(&planner, renderer, &LoraConfig::new(8).with_alpha(8.0), dir).unwrap_err().to_string();
     assert!(err.contains(&key) && err.contains("not adapted"), "{err}");
 }
+
+/// Writes the frozen tensors of `model` (the first value plus `bump`) as `dir/name/model.safetensors`.
+fn write_base(dir: &Path, name: &str, model: &WanDit<NdArray>, bump: f32) -> PathBuf {
+    let mut tensors = model.file_tensors(|p| !Trainable::Lora.contains(p)).unwrap();
+    let (_, first) = &mut tensors[0];
+    let mut values = first.to_vec::<f32>().unwrap();
+    values[0] += bump;
+    *first = TensorData::new(values, first.shape.clone());
+    let file = dir.join(name).join("model.safetensors");
+    fs::create_dir_all(file.parent().unwrap()).unwrap();
+    write_tensors(&file, tensors, HashMap::new()).unwrap();
+    file
+}
+
+#[test]
+fn resume_refuses_another_base_model_naming_both() {
+    use crate::runner::{Engine, Steps};
+    let scratch = Scratch::new("base-identity");
+    let (model, data, objective) = (tiny_model(), clips(4), objective());
+    let base = write_base(&scratch.0, "model-a", &model.valid(), 0.0);
+    let other = write_base(&scratch.0, "model-b", &model.valid(), 1.0);
+    let moved = write_base(&scratch.0, "model-a-moved", &model.valid(), 0.0);
+    let mut engine = Engine { trainer: trainer(&model, config()), objective: &objective, base: Some(&base) };
+    engine.trainer.step(&objective, &data).unwrap();
+    let dir = engine.save(&scratch.0.join("run")).unwrap();
+
+    let mut resumed = Engine { trainer: trainer(&model, config()), objective: &objective, base: Some(&other) };
+    let err = resumed.restore(&dir).unwrap_err().to_string();
+    assert!(err.contains("model-a") && err.contains("model-b") && err.contains("state.json"), "{err}");
+    // The same weights at another path are the same base (a moved model directory).
+    let mut resumed = Engine { trainer: trainer(&model, config()), objective: &objective, base: Some(&moved) };
+    resumed.restore(&dir).unwrap();
+    assert_eq!(resumed.done(), 1);
+}

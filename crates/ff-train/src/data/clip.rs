@@ -1,7 +1,8 @@
 //! [`LatentClip`], the [`ClipSource`] trait every dataset implements, and the [`Sampler`].
 //!
-//! A clip is host data (no backend): latents `[16, L, h, w]` f32 and the prompt embedding
-//! `[text_tokens, text_dim]` f32. The sampler visits clip indices in a seeded permutation per
+//! A clip is host data (no backend): latents `[16, L, h, w]` f32, the prompt embedding
+//! `[text_tokens, text_dim]` f32 and, when the dataset has them, the time-rebased crops' own
+//! latents `[K, 16, L_c, h, w]` f32 ([`encode_crops`](super::encode_crops)). The sampler visits clip indices in a seeded permutation per
 //! epoch; its position is a serialisable [`Cursor`], so a resumed run reads the same clips.
 
 use crate::{Result, TrainRng};
@@ -15,6 +16,10 @@ pub struct LatentClip {
     pub latents: TensorData,
     /// Prompt embedding `[text_tokens, text_dim]` (f32).
     pub prompt: TensorData,
+    /// Crop latents `[K, channels, L_c, h, w]` (f32): crop `k` starts at clip latent `k + 1` and
+    /// is encoded from its own frames ([`encode_crops`](super::encode_crops)); `None` for a
+    /// dataset without them, whose crops reuse the clip's latents.
+    pub crops: Option<TensorData>,
     /// The clip's caption (names the clip in errors).
     pub caption: String,
 }
@@ -26,8 +31,9 @@ impl LatentClip {
     }
 }
 
-/// A dataset of clips `C` (latent clips by default) addressed by index.
-pub trait ClipSource<C = LatentClip> {
+/// A dataset of clips `C` (latent clips by default) addressed by index; `Sync`, as the trainer
+/// reads the next step's clips on a thread of its own.
+pub trait ClipSource<C = LatentClip>: Sync {
     /// Number of clips.
     fn len(&self) -> usize;
     /// Whether the dataset holds no clip.

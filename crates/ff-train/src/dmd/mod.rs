@@ -14,7 +14,7 @@ pub mod objective;
 pub mod rollout;
 pub mod scores;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod trainer;
 
 pub use config::DmdConfig;

@@ -114,6 +114,12 @@ where
         })
     }
 
+    /// This trainer as node `nodes.rank` of `nodes.count`: the generator's and the critic's
+    /// updates are data parallel over every node's devices ([`Trainer::with_nodes`]).
+    pub fn with_nodes(self, nodes: crate::engine::Nodes) -> Result<Self> {
+        Ok(Self { generator: self.generator.with_nodes(nodes.clone())?, critic: self.critic.with_nodes(nodes)?, ..self })
+    }
+
     /// Phase 2's numbers.
     pub fn config(&self) -> &DmdConfig {
         &self.shared.config

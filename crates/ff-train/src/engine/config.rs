@@ -35,6 +35,21 @@ impl Trainable {
     }
 }
 
+/// Which activations the backward pass keeps (`[train] checkpointing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Checkpointing {
+    /// Every activation an op needs for its gradient is kept from the forward pass.
+    None,
+    /// Burn's `BalancedCheckpointing` strategy of `Autodiff<B, C>`: the outputs of memory-bound
+    /// ops (element-wise maps, norms' arithmetic, modulation, GELU, ...) are recomputed during
+    /// the backward pass from kept inputs instead of being stored. The gradients are bit-identical
+    /// (same kernels on the same inputs). Measured at the `small` preset it does not lower the
+    /// step's peak memory, it raises it (docs/BENCHMARKS.md, section 9); per-block recompute is
+    /// not implemented.
+    Blocks,
+}
+
 /// The engine's hyper-parameters.
 #[derive(Config, Debug, PartialEq)]
 pub struct TrainConfig {
@@ -72,6 +87,11 @@ pub struct TrainConfig {
     /// Decay of the exponential moving average of the trainable parameters.
     #[config(default = 0.999)]
     pub ema_decay: f64,
+    /// Whether the EMA warms up: the decay of optimizer step `s` (1-based) is
+    /// `min(ema_decay, s / (9 + s))` (0.1, 0.18, 0.25, …), so a short run exports its trained
+    /// weights; `false`: `ema_decay` from the first step (runs recorded before this key).
+    #[config(default = true)]
+    pub ema_warmup: bool,
     /// Clips per optimizer step, over all devices and accumulation steps.
     #[config(default = 128)]
     pub batch: usize,
@@ -98,6 +118,13 @@ pub struct TrainConfig {
     /// Checkpoints kept on disk (older ones are removed after a newer one is complete).
     #[config(default = 2)]
     pub keep_checkpoints: usize,
+    /// Activation checkpointing of the backward pass ([`Checkpointing`]).
+    #[config(default = "Checkpointing::None")]
+    pub checkpointing: Checkpointing,
+    /// Read the next step's clips on a thread while a step runs (one step ahead at most); the
+    /// clips and hence the run are the same either way.
+    #[config(default = true)]
+    pub prefetch: bool,
 }
 
 impl TrainConfig {
@@ -107,7 +134,8 @@ impl TrainConfig {
     pub fn deserialize_with_defaults<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         let recorded = serde_json::Value::deserialize(deserializer)?;
-        let mut merged = serde_json::to_value(TrainConfig::new()).map_err(D::Error::custom)?;
+        // A key newer than the record whose default changes behaviour keeps the old behaviour.
+        let mut merged = serde_json::to_value(TrainConfig::new().with_ema_warmup(false)).map_err(D::Error::custom)?;
         match (merged.as_object_mut(), recorded) {
             (Some(fields), serde_json::Value::Object(recorded)) => fields.extend(recorded),
             (_, other) => return Err(D::Error::custom(format!("a train config must be an object, got {other}"))),

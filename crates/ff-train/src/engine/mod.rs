@@ -8,8 +8,9 @@
 //!   parameter path; [`clip_global_norm`]: clipping by the norm over all gradients.
 //! * [`Ema`]: the moving average used for evaluation and export.
 //! * [`grow`]: a trained DiT deepened to more blocks, computing what it did, to train further.
-//! * Gradient accumulation to the global batch and data parallel over local devices (one worker
-//!   thread per device, gradients reduced over channels in a fixed order: [`parallel`]).
+//! * Gradient accumulation to the global batch and data parallel over devices and nodes (one
+//!   worker thread per device, one process per node, gradients summed by burn-collective's
+//!   all-reduce: [`parallel`]); the next step's clips are read while a step runs.
 //!
 //! Parameters, gradients, moments and averages are maps from module path to a flattened tensor
 //! ([`params`]); checkpoints ([`crate::checkpoint`]) save them by that name.
@@ -24,8 +25,9 @@ pub mod params;
 pub(crate) mod tests;
 mod trainer;
 
-pub use config::{TrainConfig, Trainable};
+pub use config::{Checkpointing, TrainConfig, Trainable};
 pub use ema::Ema;
 pub use grow::grow;
 pub use optim::{Moments, Optimizer, clip_global_norm};
+pub use parallel::Nodes;
 pub use trainer::{StepReport, Trainer};

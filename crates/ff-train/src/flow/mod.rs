@@ -14,6 +14,7 @@ use crate::rng::TrainRng;
 use burn::config::Config;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
+use ff_model::text::PromptEmbedding;
 use ff_model::{AttentionBackend, FlowMatch, Role, WanDit};
 
 /// The numbers of [`FlowMatchObjective`].
@@ -98,7 +99,9 @@ where
 }
 
 /// A prompt embedding `[tokens, text_dim]` (of clip `what`, for errors) followed by zero rows up
-/// to the model's `text_len`, as at inference.
+/// to the model's `text_len`: the context every objective conditions on, built by the same
+/// [`PromptEmbedding::context_of`] as `generate`'s (cross-attention has no key mask, so the
+/// padding rows are part of the conditioning).
 pub(crate) fn padded_prompt<B: AttentionBackend>(model: &WanDit<B>, prompt: &TensorData, what: &str) -> crate::Result<Tensor<B, 2>> {
     let [tokens, dim] = prompt.shape[..] else {
         return Err(TrainError::Config(format!("clip '{what}': prompt has shape {:?}, expected [tokens, dim]", prompt.shape)));
@@ -110,7 +113,5 @@ pub(crate) fn padded_prompt<B: AttentionBackend>(model: &WanDit<B>, prompt: &Ten
             model.config().text_dim
         )));
     }
-    let device = model.device();
-    let valid = Tensor::<B, 2>::from_data(prompt.clone(), &device);
-    Ok(Tensor::cat(vec![valid, Tensor::from_data(TensorData::zeros::<f32, _>([len - tokens, dim]), &device)], 0))
+    Ok(PromptEmbedding::context_of(prompt, len, &model.device())?)
 }

@@ -20,7 +20,7 @@
 //! # use ff_train::runner::{Plan, Progress, Outcome, Steps, drive};
 //! # fn run(state: &mut dyn Steps, data: &ff_train::data::ShardDataset) -> ff_train::Result<()> {
 //! let stop = std::sync::atomic::AtomicBool::new(false); // set it (e.g. on Ctrl-C) to stop
-//! let plan = Plan { run: "runs/sft".as_ref(), steps: 100, checkpoint_every: 25, resume: None };
+//! let plan = Plan { run: "runs/sft".as_ref(), steps: 100, checkpoint_every: 25, resume: None, writes: true };
 //! let outcome = drive(&plan, data, state, &stop, &mut |event| {
 //!     if let Progress::Step { report, .. } = event {
 //!         eprintln!("step {}: loss {:.4}", report.step, report.loss);
@@ -63,6 +63,9 @@ pub struct Plan<'a> {
     pub checkpoint_every: usize,
     /// The checkpoint to restore before the first step ([`resume_checkpoint`]).
     pub resume: Option<&'a Path>,
+    /// Whether this process writes the run's files (metrics, checkpoints): node 0 of a
+    /// multi-node run, the only process otherwise. The other nodes train in step and only log.
+    pub writes: bool,
 }
 
 /// What [`drive`] reports as it goes, in this order: `Resumed` (when resuming), `Started`, then
@@ -131,9 +134,11 @@ pub enum Outcome {
 /// The loop: restores `plan.resume` when given, then steps `state` over `data` up to
 /// `plan.steps` in total, logging each step to the run's metrics and checkpointing every
 /// `plan.checkpoint_every` steps, after the last one, and after the step during which `stop`
-/// was set (then it returns [`Outcome::Stopped`]). Each event goes to `progress` and to a
-/// `tracing` event. A failed step or write ends the run with its error (the newest checkpoint
-/// stays the place to resume from).
+/// was set (then it returns [`Outcome::Stopped`]); a process that does not write
+/// ([`Plan::writes`]) skips the metrics and checkpoints and finishes without a checkpoint. Each
+/// event goes to `progress` and to a `tracing` event. A failed step or write ends the run with
+/// its error (the newest checkpoint stays the place to resume from); a run that ends otherwise
+/// closes the state ([`Steps::close`]).
 pub fn drive<D: ?Sized>(
     plan: &Plan,
     data: &D,
@@ -147,32 +152,37 @@ pub fn drive<D: ?Sized>(
         tracing::info!(checkpoint = %dir.display(), step = state.done(), "resumed");
         progress(Progress::Resumed { dir: dir.to_path_buf(), step: state.done() });
     }
-    let mut metrics = Metrics::open(run, state.done())?;
+    let mut metrics = plan.writes.then(|| Metrics::open(run, state.done())).transpose()?;
     tracing::info!(run = %run.display(), done = state.done(), total = plan.steps, "training");
     progress(Progress::Started { done: state.done(), total: plan.steps });
     while state.done() < plan.steps {
         let start = Instant::now();
         let report = state.step(data)?;
         let seconds = start.elapsed().as_secs_f64();
-        metrics.log(&report, seconds)?;
+        if let Some(metrics) = metrics.as_mut() {
+            metrics.log(&report, seconds)?;
+        }
         tracing::info!(step = report.step, loss = report.loss, lr = report.lr, grad_norm = report.grad_norm, seconds, "step");
         let step = report.step;
         let loss = report.loss;
         progress(Progress::Step { report, total: plan.steps, seconds });
         let stopped = stop.load(Ordering::SeqCst);
-        if step.is_multiple_of(plan.checkpoint_every) || step == plan.steps || stopped {
+        let cadence = step.is_multiple_of(plan.checkpoint_every) || step == plan.steps || stopped;
+        if let Some(metrics) = metrics.as_mut().filter(|_| cadence) {
             let dir = state.save(run)?;
             metrics.checkpoint()?;
             tracing::info!(step, checkpoint = %dir.display(), "checkpoint");
             progress(Progress::Checkpoint { step, loss, dir });
         }
         if stopped {
+            state.close();
             tracing::info!(step, "stopped");
             progress(Progress::Stopped { step });
             return Ok(Outcome::Stopped { step });
         }
     }
-    let checkpoint = latest(run)?;
+    state.close();
+    let checkpoint = if plan.writes { latest(run)? } else { None };
     tracing::info!(checkpoint = ?checkpoint, "finished");
     progress(Progress::Finished { checkpoint: checkpoint.clone() });
     Ok(Outcome::Finished { checkpoint })

@@ -9,9 +9,10 @@ use super::steps::Engine;
 use super::{Outcome, Plan, Progress, drive};
 use crate::checkpoint::latest;
 use crate::data::{ClipSource, ShardDataset};
-use crate::engine::Trainer;
+use crate::engine::{Checkpointing, Nodes, Trainer};
 use crate::{Objective, Result, TrainError};
 use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::{BalancedCheckpointing, CheckpointStrategy, NoCheckpointing};
 use burn::tensor::backend::Backend;
 use ff_model::io::write_atomic;
 use ff_model::{AttentionBackend, DitConfig, LoraConfig, WanDit};
@@ -87,22 +88,28 @@ pub struct Session<C> {
     pub resume: Option<PathBuf>,
     /// The effective config as saved in `RUN/config.toml`.
     pub effective: String,
+    /// Where this process stands among the run's nodes (node 0 writes the run's files).
+    pub nodes: Nodes,
 }
 
 impl<C: Serialize + DeserializeOwned> Session<C> {
     /// Checks the config (the run directory and dataset set, the engine's keys valid for
-    /// `workers` data-parallel workers) and the run directory (a checkpoint to `resume` from,
-    /// or none for a new run), opens the dataset and saves the effective config as
-    /// `RUN/config.toml`.
-    pub fn prepare(config: RunConfig<C>, workers: usize, resume: bool, start: Start) -> Result<Self> {
+    /// `devices` data-parallel workers on each of the `nodes`) and the run directory (a checkpoint
+    /// to `resume` from, or none for a new run), opens the dataset and, on node 0, saves the
+    /// effective config as `RUN/config.toml`.
+    pub fn prepare(config: RunConfig<C>, devices: usize, nodes: Nodes, resume: bool, start: Start) -> Result<Self> {
         let run = config.paths.out.clone().ok_or(TrainError::Unset { key: "out" })?;
         let data = config.paths.data.clone().ok_or(TrainError::Unset { key: "data" })?;
         config.train.validate()?;
-        config.train.accumulation(workers)?;
+        nodes.validate()?;
+        config.train.accumulation(devices * nodes.count)?;
         let resume = resume_checkpoint(&run, resume)?;
         let data = ShardDataset::open(&data)?;
-        let effective = save_effective_config(&config, &run)?;
-        Ok(Self { config, run, start, data, resume, effective })
+        let effective = match nodes.writes() {
+            true => save_effective_config(&config, &run)?,
+            false => config.to_toml()?,
+        };
+        Ok(Self { config, run, start, data, resume, effective, nodes })
     }
 }
 
@@ -110,7 +117,8 @@ impl<C> Session<C> {
     /// The loop's plan: the run directory, `[train] steps` and `checkpoint_every`, the resume point.
     pub fn plan(&self) -> Plan<'_> {
         let train = &self.config.train;
-        Plan { run: &self.run, steps: train.steps, checkpoint_every: train.checkpoint_every, resume: self.resume.as_deref() }
+        let (run, resume, writes) = (&self.run, self.resume.as_deref(), self.nodes.writes());
+        Plan { run, steps: train.steps, checkpoint_every: train.checkpoint_every, resume, writes }
     }
 }
 
@@ -134,9 +142,11 @@ pub fn save_effective_config<C: Serialize + DeserializeOwned>(config: &RunConfig
     Ok(effective)
 }
 
-/// Trains `session` with `objective` on `devices` (one data-parallel worker each; f32 keeps
+/// Trains `session` with `objective` on `devices` (one data-parallel worker each, on this node of
+/// `session.nodes`; f32 keeps
 /// optimizer state, EMA and checkpoints in f32): the start DiT or the resume checkpoint, then
-/// [`drive`] to the end or until `stop` is set.
+/// [`drive`] to the end or until `stop` is set. `[train] checkpointing` picks the autodiff
+/// strategy (`Autodiff<B>` or `Autodiff<B, BalancedCheckpointing>`).
 pub fn train<B, C, O>(
     session: &Session<C>,
     objective: &O,
@@ -146,12 +156,38 @@ pub fn train<B, C, O>(
 ) -> Result<Outcome>
 where
     B: AttentionBackend,
-    O: Objective<Autodiff<B>> + Sync,
+    O: Objective<Autodiff<B>> + Objective<Autodiff<B, BalancedCheckpointing>> + Sync,
 {
-    let train = &session.config.train;
-    Autodiff::<B>::seed(&devices[0], train.seed);
-    let model = session.start.model::<Autodiff<B>>(&train.lora(), &devices[0])?;
-    let trainer = Trainer::new(train.clone(), model, devices, session.data.len())?;
-    let mut engine = Engine { trainer, objective, base: session.start.base() };
-    drive(&session.plan(), &session.data, &mut engine, stop, progress)
+    let run = Run { session, objective, stop };
+    match session.config.train.checkpointing {
+        Checkpointing::None => run.on::<B, NoCheckpointing>(devices, progress),
+        Checkpointing::Blocks => {
+            tracing::warn!(
+                "checkpointing = \"blocks\" is Burn's BalancedCheckpointing: same gradients, but at the small preset a higher peak memory (docs/BENCHMARKS.md)"
+            );
+            run.on::<B, BalancedCheckpointing>(devices, progress)
+        }
+    }
+}
+
+/// What [`train`] runs, before the backend's checkpointing strategy is picked.
+struct Run<'a, C, O> {
+    session: &'a Session<C>,
+    objective: &'a O,
+    stop: &'a AtomicBool,
+}
+
+impl<C, O> Run<'_, C, O> {
+    /// The run on `Autodiff<B, S>`.
+    fn on<B: AttentionBackend, S: CheckpointStrategy>(self, devices: Vec<B::Device>, progress: &mut dyn FnMut(Progress)) -> Result<Outcome>
+    where
+        O: Objective<Autodiff<B, S>> + Sync,
+    {
+        let (session, train) = (self.session, &self.session.config.train);
+        Autodiff::<B, S>::seed(&devices[0], train.seed);
+        let model = session.start.model::<Autodiff<B, S>>(&train.lora(), &devices[0])?;
+        let trainer = Trainer::new(train.clone(), model, devices, session.data.len())?.with_nodes(session.nodes.clone())?;
+        let mut engine = Engine { trainer, objective: self.objective, base: session.start.base() };
+        drive(&session.plan(), &session.data, &mut engine, self.stop, progress)
+    }
 }

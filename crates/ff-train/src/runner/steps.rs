@@ -13,6 +13,7 @@ use crate::dmd::DmdTrainer;
 use crate::engine::{StepReport, Trainer};
 use crate::{Loss, Objective, Result, TrainRng};
 use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::{CheckpointStrategy, NoCheckpointing};
 use ff_model::{AttentionBackend, WanDit};
 use std::path::{Path, PathBuf};
 
@@ -27,19 +28,22 @@ pub trait Steps<D: ?Sized = ShardDataset> {
     fn save(&self, run: &Path) -> Result<PathBuf>;
     /// Restores the state of the checkpoint folder `dir` (its step count included).
     fn restore(&mut self, dir: &Path) -> Result<()>;
+    /// Ends the run's collective work (a multi-node run's closing barrier); nothing by default.
+    fn close(&mut self) {}
 }
 
 /// The engine's trainer with one objective; `base`: the base DiT weights its checkpoints name.
-pub struct Engine<'a, B: AttentionBackend, O> {
+/// `C`: the autodiff checkpointing strategy ([`Checkpointing`](crate::engine::Checkpointing)).
+pub struct Engine<'a, B: AttentionBackend, O, C: CheckpointStrategy = NoCheckpointing> {
     /// The trainer (model, optimizer, EMA, data position).
-    pub trainer: Trainer<Autodiff<B>>,
+    pub trainer: Trainer<Autodiff<B, C>>,
     /// What each step optimises.
     pub objective: &'a O,
     /// The base DiT weights the checkpoints name ([`Start::base`](super::Start::base)).
     pub base: Option<&'a Path>,
 }
 
-impl<B: AttentionBackend, O: Objective<Autodiff<B>> + Sync> Steps for Engine<'_, B, O> {
+impl<B: AttentionBackend, O: Objective<Autodiff<B, C>> + Sync, C: CheckpointStrategy> Steps for Engine<'_, B, O, C> {
     fn done(&self) -> usize {
         self.trainer.step_count()
     }
@@ -50,7 +54,11 @@ impl<B: AttentionBackend, O: Objective<Autodiff<B>> + Sync> Steps for Engine<'_,
         checkpoint::save(run, &self.trainer, self.base)
     }
     fn restore(&mut self, dir: &Path) -> Result<()> {
+        checkpoint::check_base(dir, self.base)?;
         restore(&mut self.trainer, dir)
+    }
+    fn close(&mut self) {
+        self.trainer.close();
     }
 }
 
@@ -86,7 +94,12 @@ impl<B: AttentionBackend> Steps for DmdSteps<B> {
     }
 
     fn restore(&mut self, dir: &Path) -> Result<()> {
+        checkpoint::check_base(&dir.join(crate::dmd::CRITIC_DIR), Some(&self.critic_base))?;
         self.trainer.restore(dir)
+    }
+
+    fn close(&mut self) {
+        self.trainer.generator.close();
     }
 }
 
@@ -118,19 +131,24 @@ impl<B: AttentionBackend> Steps<crate::vae::WorldClips> for Codec<'_, B> {
     }
 }
 
-/// An objective on every backend: the engine trains `Autodiff<B>` for the `B` a caller picks
-/// at run time.
+/// An objective on every backend: the engine trains `Autodiff<B, C>` for the `B` (and the
+/// checkpointing strategy `C`) a caller picks at run time.
 pub trait AnyBackendObjective: Sync {
-    /// [`Objective::loss`] on `Autodiff<B>`.
-    fn loss<B: AttentionBackend>(&self, model: &WanDit<Autodiff<B>>, clip: &LatentClip, rng: &mut TrainRng) -> Result<Loss<Autodiff<B>>>;
-
-    /// [`Objective::losses`] on `Autodiff<B>`.
-    fn losses<B: AttentionBackend>(
+    /// [`Objective::loss`] on `Autodiff<B, C>`.
+    fn loss<B: AttentionBackend, C: CheckpointStrategy>(
         &self,
-        model: &WanDit<Autodiff<B>>,
+        model: &WanDit<Autodiff<B, C>>,
+        clip: &LatentClip,
+        rng: &mut TrainRng,
+    ) -> Result<Loss<Autodiff<B, C>>>;
+
+    /// [`Objective::losses`] on `Autodiff<B, C>`.
+    fn losses<B: AttentionBackend, C: CheckpointStrategy>(
+        &self,
+        model: &WanDit<Autodiff<B, C>>,
         clips: &[&LatentClip],
         rngs: &mut [TrainRng],
-    ) -> Result<Vec<Loss<Autodiff<B>>>>;
+    ) -> Result<Vec<Loss<Autodiff<B, C>>>>;
 }
 
 /// [`AnyBackendObjective`] for objectives that are an [`Objective`] on every `Autodiff<B>` (Rust
@@ -138,21 +156,21 @@ pub trait AnyBackendObjective: Sync {
 macro_rules! any_backend_objective {
     ($($objective:ty),*) => {$(
         impl AnyBackendObjective for $objective {
-            fn loss<B: AttentionBackend>(
+            fn loss<B: AttentionBackend, C: CheckpointStrategy>(
                 &self,
-                model: &WanDit<Autodiff<B>>,
+                model: &WanDit<Autodiff<B, C>>,
                 clip: &LatentClip,
                 rng: &mut TrainRng,
-            ) -> Result<Loss<Autodiff<B>>> {
+            ) -> Result<Loss<Autodiff<B, C>>> {
                 Objective::loss(self, model, clip, rng)
             }
 
-            fn losses<B: AttentionBackend>(
+            fn losses<B: AttentionBackend, C: CheckpointStrategy>(
                 &self,
-                model: &WanDit<Autodiff<B>>,
+                model: &WanDit<Autodiff<B, C>>,
                 clips: &[&LatentClip],
                 rngs: &mut [TrainRng],
-            ) -> Result<Vec<Loss<Autodiff<B>>>> {
+            ) -> Result<Vec<Loss<Autodiff<B, C>>>> {
                 Objective::losses(self, model, clips, rngs)
             }
         }
@@ -165,12 +183,12 @@ any_backend_objective!(crate::teacher::TeacherObjective);
 /// An [`AnyBackendObjective`] as the engine's [`Objective`] on one backend.
 pub struct OnBackend<'a, O>(pub &'a O);
 
-impl<B: AttentionBackend, O: AnyBackendObjective> Objective<Autodiff<B>> for OnBackend<'_, O> {
-    fn loss(&self, model: &WanDit<Autodiff<B>>, clip: &LatentClip, rng: &mut TrainRng) -> Result<Loss<Autodiff<B>>> {
-        self.0.loss::<B>(model, clip, rng)
+impl<B: AttentionBackend, C: CheckpointStrategy, O: AnyBackendObjective> Objective<Autodiff<B, C>> for OnBackend<'_, O> {
+    fn loss(&self, model: &WanDit<Autodiff<B, C>>, clip: &LatentClip, rng: &mut TrainRng) -> Result<Loss<Autodiff<B, C>>> {
+        self.0.loss::<B, C>(model, clip, rng)
     }
 
-    fn losses(&self, model: &WanDit<Autodiff<B>>, clips: &[&LatentClip], rngs: &mut [TrainRng]) -> Result<Vec<Loss<Autodiff<B>>>> {
-        self.0.losses::<B>(model, clips, rngs)
+    fn losses(&self, model: &WanDit<Autodiff<B, C>>, clips: &[&LatentClip], rngs: &mut [TrainRng]) -> Result<Vec<Loss<Autodiff<B, C>>>> {
+        self.0.losses::<B, C>(model, clips, rngs)
     }
 }

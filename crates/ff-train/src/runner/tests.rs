@@ -89,7 +89,7 @@ fn the_loop_checkpoints_on_its_cadence_stops_on_the_flag_and_resumes() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let stop = AtomicBool::new(false);
-    let plan = Plan { run: &dir, steps: 7, checkpoint_every: 3, resume: None };
+    let plan = Plan { run: &dir, steps: 7, checkpoint_every: 3, resume: None, writes: true };
     let mut events = Vec::new();
     let mut run = Counter { done: 0, stop: &stop, stop_at: 4 };
     let outcome = drive(&plan, &(), &mut run, &stop, &mut |e| events.push(e)).unwrap();

@@ -19,4 +19,4 @@ pub use config::SftConfig;
 pub use layout::{FrameKind, Group, PackedFrame, PackedLayout, SequenceFrames};
 pub use loss::grouped_loss;
 pub use objective::SftObjective;
-pub use pack::{Draw, Packed, pack};
+pub use pack::{Draw, Packed, crops_cover, pack};

@@ -5,8 +5,9 @@
 use super::config::SftConfig;
 use super::layout::PackedLayout;
 use super::loss::grouped_loss;
-use super::pack::{Draw, Packed, clip_shape, pack};
+use super::pack::{Draw, Packed, clip_shape, crops_cover, pack};
 use crate::data::LatentClip;
+use crate::flow::padded_prompt;
 use crate::objective::{Loss, Objective};
 use crate::{Result, TrainError, TrainRng};
 use burn::tensor::{Tensor, backend::AutodiffBackend};
@@ -48,6 +49,13 @@ impl SftObjective {
         Ok(Draw::sample(c, &shape, rng))
     }
 
+    /// The text context `[1, text_len, text_dim]` the model reads for `clip`: its prompt
+    /// embedding zero-padded to the DiT's `text_len`, the context `generate`, the teacher and
+    /// Phase 2 build ([`padded_prompt`], `PromptEmbedding::to_context`).
+    pub fn context<B: AttentionBackend>(&self, model: &WanDit<B>, clip: &LatentClip) -> Result<Tensor<B, 3>> {
+        Ok(padded_prompt(model, &clip.prompt, &clip.caption)?.unsqueeze())
+    }
+
     /// The loss of `clip` under `model` for a given draw.
     pub fn loss_of<B>(&self, model: &WanDit<B>, clip: &LatentClip, draw: &Draw) -> Result<Loss<B>>
     where
@@ -55,17 +63,19 @@ impl SftObjective {
         B::InnerBackend: AttentionBackend,
     {
         let device = model.device();
-        let text_dim = model.config().text_dim;
-        if clip.prompt.shape.len() != 2 || clip.prompt.shape[1] != text_dim {
-            return Err(TrainError::Shape(format!(
-                "clip '{}': prompt embedding {:?} must be [tokens, {text_dim}]",
-                clip.caption,
-                clip.prompt.shape.to_vec()
-            )));
-        }
+        let text = model.text_context(self.context(model, clip)?);
         let layout = self.layout(&draw.offsets);
-        let Packed { inputs, targets, timesteps } = pack::<B>(&clip.latents, draw, &layout, &device);
-        let text = model.text_context(Tensor::<B, 2>::from_data(clip.prompt.clone(), &device).unsqueeze_dim(0));
+        let crops = match &clip.crops {
+            Some(crops) if self.crop.is_some() => {
+                let shape = clip_shape(&clip.latents, self.config.latents)
+                    .map_err(|e| TrainError::Shape(format!("clip '{}': {e}", clip.caption)))?;
+                crops_cover(crops, &shape, self.config.crop_latents())
+                    .map_err(|e| TrainError::Shape(format!("clip '{}': {e}", clip.caption)))?;
+                Some(crops)
+            }
+            _ => None,
+        };
+        let Packed { inputs, targets, timesteps } = pack::<B>(&clip.latents, crops, draw, &layout, &device);
         let prediction = model.forward_packed(inputs, &[timesteps], &layout.frame_layout(), &text, &layout.mask)?;
         let (total, parts) = grouped_loss(prediction, targets, &layout);
         Ok(Loss { total, parts: parts.into_iter().map(|(g, l)| (g.name(), l.detach())).collect() })

@@ -4,6 +4,11 @@
 //! start); noise ε `[C, L, h, w]`, one value per latent of the window, so every noised copy of a
 //! latent (planner input, renderer input, crop input) shares it; packed inputs and velocity
 //! targets `[1, C, F, h, w]` over the `F` packed frames.
+//!
+//! A crop's frames come from its own latents when the clip has them (`[K, C, L − Δ, h, w]`, crop
+//! `k` starting at clip latent `k + 1`, encoded from the crop's frames: `data::encode_crops`),
+//! so rebased position 0 is a causal first latent as at inference; a clip without them (a
+//! dataset written before crops were stored) reuses its window's latents `o..o + L − Δ`.
 
 use super::config::SftConfig;
 use super::layout::PackedLayout;
@@ -63,15 +68,49 @@ pub fn clip_shape(latents: &TensorData, window: usize) -> std::result::Result<Ve
     Ok(s)
 }
 
-/// Gathers the packed frames of `layout` from the clip window and noises them.
-pub fn pack<B: Backend>(latents: &TensorData, draw: &Draw, layout: &PackedLayout, device: &B::Device) -> Packed<B> {
+/// Checks that `crops` (`[K, C, L_c, h, w]`) hold the crops of `crop_len` latents at every offset
+/// a window of `window` latents of a clip of shape `clip` can draw (`K = frames − L_c`).
+pub fn crops_cover(crops: &TensorData, clip: &[usize], crop_len: usize) -> std::result::Result<(), String> {
+    let s = &crops.shape;
+    if s.len() != 5 || s[2] != crop_len || s[0] + crop_len != clip[1] || (s[1], s[3], s[4]) != (clip[0], clip[2], clip[3]) {
+        return Err(format!(
+            "crop latents {s:?} must be [{}, {}, {crop_len}, {}, {}] (one crop of L − Δ latents per offset)",
+            clip[1].saturating_sub(crop_len),
+            clip[0],
+            clip[2],
+            clip[3]
+        ));
+    }
+    Ok(())
+}
+
+/// Gathers the packed frames of `layout` from the clip window (and the crops' own latents
+/// `crops`, checked by [`crops_cover`]) and noises them.
+pub fn pack<B: Backend>(
+    latents: &TensorData,
+    crops: Option<&TensorData>,
+    draw: &Draw,
+    layout: &PackedLayout,
+    device: &B::Device,
+) -> Packed<B> {
     let window = draw.noise.shape[1];
     let clip = Tensor::<B, 4>::from_data(latents.clone(), device).narrow(1, draw.start, window);
     let noise = Tensor::<B, 4>::from_data(draw.noise.clone(), device);
-    let index: Vec<i64> = layout.frames.iter().map(|f| f.latent as i64).collect();
-    let index = Tensor::<B, 1, Int>::from_ints(index.as_slice(), device);
-    let x0 = clip.select(1, index.clone());
-    let eps = noise.select(1, index);
+    let at = |index: Vec<usize>| Tensor::<B, 1, Int>::from_ints(index.iter().map(|&i| i as i64).collect::<Vec<_>>().as_slice(), device);
+    let (source, index) = match crops {
+        Some(crops) => {
+            // The window, then each drawn crop's own latents, in sequence order.
+            let crops = Tensor::<B, 5>::from_data(crops.clone(), device);
+            let len = crops.dims()[2];
+            let mut parts = vec![clip];
+            parts.extend(draw.offsets.iter().map(|&o| crops.clone().narrow(0, draw.start + o - 1, 1).squeeze_dim::<4>(0)));
+            let index = layout.frames.iter().map(|f| if f.sequence == 0 { f.latent } else { window + (f.sequence - 1) * len + f.position });
+            (Tensor::cat(parts, 1), index.collect())
+        }
+        None => (clip, layout.frames.iter().map(|f| f.latent).collect()),
+    };
+    let x0 = source.select(1, at(index));
+    let eps = noise.select(1, at(layout.frames.iter().map(|f| f.latent).collect()));
     let scale: Vec<f32> = layout.frames.iter().map(|f| if f.is_noised() { draw.sigma as f32 } else { 0.0 }).collect();
     let scale = Tensor::<B, 1>::from_floats(scale.as_slice(), device).reshape([1, layout.len(), 1, 1]);
     let targets = eps - x0.clone();

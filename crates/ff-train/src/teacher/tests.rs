@@ -12,7 +12,12 @@ fn model() -> WanDit<B> {
 
 fn clip(prompt_seed: u64) -> LatentClip {
     let latents = TrainRng::new(3).normal_data(vec![16, 2, 4, 4]);
-    LatentClip { latents, prompt: TrainRng::new(prompt_seed).normal_data(vec![5, 24]), caption: format!("prompt {prompt_seed}") }
+    LatentClip {
+        latents,
+        prompt: TrainRng::new(prompt_seed).normal_data(vec![5, 24]),
+        crops: None,
+        caption: format!("prompt {prompt_seed}"),
+    }
 }
 
 fn objective(text_dropout: f64) -> TeacherObjective {

@@ -10,6 +10,7 @@
 
 mod motion;
 pub mod seams;
+pub mod switch;
 
 use crate::Result;
 use crate::detect::{Detection, detect};
@@ -19,6 +20,7 @@ pub use seams::{SeamLayout, Seams, Transition};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::HashMap;
+pub use switch::{SwitchReport, evaluate_switches};
 
 /// What the evaluation needs besides the frames.
 #[derive(Clone, Debug)]

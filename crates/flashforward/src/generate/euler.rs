@@ -72,7 +72,8 @@ pub(super) fn generate<B: AttentionBackend>(run: &Run<B>, mut on_chunk: impl FnM
     let frames = frames_from_tensor_data(video.into_data())?;
     let elapsed = start.elapsed();
     let latents = 0..run.plan.length.latents;
-    let stopped = on_chunk(Chunk { index: 0, chunks: 1, frames: &frames, first_frame: 0, latents, elapsed })
+    let prompt = &run.plan.prompt;
+    let stopped = on_chunk(Chunk { index: 0, chunks: 1, frames: &frames, first_frame: 0, latents, prompt, elapsed })
         .is_break()
         .then(|| "stopped by the caller".to_string());
     Ok(Outcome { frames: frames.len(), denoise, first_frames: Some(elapsed), total: elapsed, forwards, stopped, ..Default::default() })

@@ -22,17 +22,18 @@ use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
 use ff_model::text::PromptEmbedding;
 use ff_model::vae::WanVae;
-use ff_sched::exec::{DitRunner, NoiseSpec, Roles, execute, execute_batched};
+use ff_sched::exec::{Across, DitRunner, LiveSource, NoiseSpec, Prompts, Roles, execute, execute_batched};
 
 use self::splice::Splice;
 use self::stream::{Finished, InOrder, Stop, Streamed};
 use crate::error::{Context, Error, Result};
-use crate::executor::{Executor, device_of};
+use crate::executor::{Executor, device_of, planner_shards};
 use crate::model::Model;
 use crate::model::served::{ServedDit, load_served};
 use crate::plan::Plan;
 use crate::prompt::{self, Source};
 use crate::request::Request;
+use crate::switch::{LiveSwitch, Segment, position_seconds};
 use crate::video::{FPS, Frame, Video, frames_from_tensor_data};
 
 /// A model's DiT and VAE loaded on devices, ready to generate any number of requests.
@@ -66,6 +67,8 @@ pub struct Chunk<'a> {
     pub first_frame: usize,
     /// Its latent positions.
     pub latents: Range<usize>,
+    /// The prompt it was made under, as the model read it (the request's, or a switch's).
+    pub prompt: &'a str,
     /// Time since the executor started.
     pub elapsed: Duration,
 }
@@ -95,6 +98,9 @@ pub struct Report {
     pub peak_bank_bytes: Vec<usize>,
     /// Why the generation stopped early (the stop flag, or the callback's `Break`).
     pub stopped: Option<String>,
+    /// The prompt of each stretch of the video, in order: one, or one more per switch applied
+    /// (a live switch applied after the last chunk started is listed past the video's end).
+    pub segments: Vec<Segment>,
 }
 
 impl<B: AttentionBackend> Pipeline<B> {
@@ -134,6 +140,13 @@ impl<B: AttentionBackend> Pipeline<B> {
         self.model.plan(request, self.devices.len())
     }
 
+    /// The text the encoder reads for `prompt`, or why this model refuses it (a word outside a
+    /// small-world student's vocabulary, named; too many tokens): what a live switch is checked
+    /// with ([`LiveSwitch`]).
+    pub fn check_prompt(&self, prompt: &str) -> Result<String> {
+        self.model.check_prompt(prompt)
+    }
+
     /// Generates `request` and returns the whole video.
     pub fn generate(&self, request: &Request) -> Result<Video> {
         let mut frames = Vec::new();
@@ -156,13 +169,42 @@ impl<B: AttentionBackend> Pipeline<B> {
             Some(negative) => Some(prompt::embed(&plan.text, negative, cache)?.0),
             None => None,
         };
+        let main = &self.devices[0];
+        let mut prompts = Prompts::single(plan.prompt.clone(), self.context(&embedding, main)?);
+        for switch in &plan.switches {
+            let (embedding, _) = prompt::embed(&plan.text, &switch.prompt, cache)?;
+            prompts = prompts.switch(switch.position, switch.prompt.clone(), self.context(&embedding, main)?);
+        }
+        let policy = request.switch_policy;
+        let across = Across { anchors: policy.anchors, history: policy.history };
+        if across != Across::default() {
+            prompts = prompts.across(&plan.graph, across);
+        }
+        if let Some(live) = &request.live {
+            let source = LiveEncoder {
+                pipe_model: self.model.clone(),
+                handle: live.clone(),
+                cache: request.prompt_cache.clone(),
+                device: main.clone(),
+            };
+            prompts = prompts.live(std::sync::Arc::new(source));
+        }
         let text = text_start.elapsed();
         let stop = Stop { interrupt: request.stop.clone().unwrap_or_default(), abort: Default::default() };
-        let run = Run { pipe: self, plan: &plan, request, prompt: &embedding, negative: negative.as_ref(), stop };
+        let run = Run { pipe: self, plan: &plan, request, prompt: &embedding, prompts: prompts.clone(), negative: negative.as_ref(), stop };
         let outcome = match request.teacher {
             Some(_) => euler::generate(&run, on_chunk)?,
             None => run.schedule(on_chunk)?,
         };
+        let segments = prompts
+            .segments()
+            .into_iter()
+            .map(|s| Segment {
+                first_latent: s.start,
+                start_seconds: position_seconds(s.start),
+                prompt: prompts.name(s.prompt).unwrap_or_default(),
+            })
+            .collect();
         Ok(Report {
             plan,
             text,
@@ -175,7 +217,35 @@ impl<B: AttentionBackend> Pipeline<B> {
             slowest_worker: outcome.slowest_worker,
             peak_bank_bytes: outcome.peak_bank_bytes,
             stopped: outcome.stopped,
+            segments,
         })
+    }
+
+    /// A prompt's embedding as DiT context `[1, text_tokens, text_dim]` on `device`.
+    fn context(&self, embedding: &PromptEmbedding, device: &B::Device) -> Result<Tensor<B, 3>> {
+        Ok(embedding.to_context::<B>(self.model.configs.dit.text_len, device)?.unsqueeze())
+    }
+}
+
+/// Reads, checks and encodes the prompts of a [`LiveSwitch`] when a worker polls it.
+struct LiveEncoder<B: AttentionBackend> {
+    pipe_model: Model,
+    handle: LiveSwitch,
+    cache: Option<PathBuf>,
+    device: B::Device,
+}
+
+impl<B: AttentionBackend> LiveSource<B> for LiveEncoder<B> {
+    fn take(&self) -> Option<std::result::Result<(String, Tensor<B, 3>), String>> {
+        let asked = self.handle.take()?;
+        let encoded = (|| {
+            let read = self.pipe_model.check_prompt(&asked)?;
+            let files = self.pipe_model.text_files();
+            let (embedding, _) = prompt::embed(&files, &read, self.cache.as_deref())?;
+            let context = embedding.to_context::<B>(self.pipe_model.configs.dit.text_len, &self.device)?.unsqueeze();
+            Ok::<_, Error>((read, context))
+        })();
+        Some(encoded.map_err(|e| format!("'{asked}': {e}")))
     }
 }
 
@@ -185,6 +255,8 @@ struct Run<'a, B: AttentionBackend> {
     plan: &'a Plan,
     request: &'a Request,
     prompt: &'a PromptEmbedding,
+    /// Every prompt of the run and where each applies (the runners share it).
+    prompts: Prompts<B>,
     negative: Option<&'a PromptEmbedding>,
     stop: Stop,
 }
@@ -205,7 +277,7 @@ struct Outcome {
 impl<B: AttentionBackend> Run<'_, B> {
     /// The prompt (or negative prompt) as DiT context on `device`.
     fn context(&self, embedding: &PromptEmbedding, device: &B::Device) -> Result<Tensor<B, 3>> {
-        Ok(embedding.to_context::<B>(self.pipe.model.configs.dit.text_len, device)?.unsqueeze())
+        self.pipe.context(embedding, device)
     }
 
     /// The DiT runner (model, prompt context, noise) on device 0.
@@ -221,6 +293,7 @@ impl<B: AttentionBackend> Run<'_, B> {
                 DitRunner::from_role_models((**planner).clone(), (**renderer).clone(), context, contract, noise)
             }
         };
+        let runner = runner.with_prompts(self.prompts.clone());
         Ok(match self.negative.filter(|_| contract.planner_guided()) {
             Some(negative) => runner.with_empty_prompt(self.context(negative, main)?),
             None => runner,
@@ -244,10 +317,17 @@ impl<B: AttentionBackend> Run<'_, B> {
                 base.for_roles(Roles::of_workers(graph, placement, &on_device)).to_device(device)
             })
             .collect();
+        let mut shards = planner_shards::<B>(placement, devices).into_iter();
         let runners: Vec<_> = (0..workers)
             .map(|w| {
                 let runner = per_device[device_of(w, devices.len())].clone();
-                Streamed::new(runner, w, tx.clone(), stop.clone()).with_splice(self.request.splice)
+                let runner = match shards.next() {
+                    Some(end) => runner.with_planner_shard(end),
+                    None => runner,
+                };
+                Streamed::new(runner, w, tx.clone(), stop.clone())
+                    .with_splice(self.request.splice)
+                    .with_hook(self.request.on_forward.clone())
             })
             .collect();
         drop((per_device, tx, base));
@@ -275,7 +355,8 @@ impl<B: AttentionBackend> Run<'_, B> {
                 let decoded = frames_from_tensor_data(decoded.into_data())?;
                 let latents = done.positions[0]..done.positions[0] + done.positions.len();
                 let elapsed = start.elapsed();
-                let chunk = Chunk { index, chunks, frames: &decoded, first_frame: frames, latents, elapsed };
+                let prompt = self.prompts.name(self.prompts.at(latents.start)).unwrap_or_default();
+                let chunk = Chunk { index, chunks, frames: &decoded, first_frame: frames, latents, prompt: &prompt, elapsed };
                 let flow = on_chunk(chunk);
                 first_frames.get_or_insert(elapsed);
                 (index, frames) = (index + 1, frames + decoded.len());

@@ -6,16 +6,20 @@
 //! caller's `Break`, or a failed decode).
 //! With `splice` it also sends each planner block's clean anchor latents (`--splice`, see
 //! [`super::splice`]).
+//! It also tells the request's [`ForwardHook`] when each forward starts and ends.
 //! [`InOrder`] hands the chunks on in position order, whatever order the workers finish them in.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
+use std::time::Instant;
 
 use ff_sched::SchedError;
 use ff_sched::exec::{NodeResult, Runner};
 use ff_sched::schedule::{Node, NodeKind};
+
+use crate::request::{Forward, ForwardHook};
 
 /// A finished output: its latent positions and its x0.
 pub struct Finished<X> {
@@ -59,11 +63,17 @@ pub struct Streamed<R: Runner> {
     outputs: Sender<Finished<R::Latent>>,
     stop: Stop,
     splice: bool,
+    hook: Option<ForwardHook>,
 }
 
 impl<R: Runner> Streamed<R> {
     pub fn new(inner: R, worker: usize, outputs: Sender<Finished<R::Latent>>, stop: Stop) -> Self {
-        Self { inner, worker, outputs, stop, splice: false }
+        Self { inner, worker, outputs, stop, splice: false, hook: None }
+    }
+
+    /// Tells `hook` when each forward starts and ends.
+    pub fn with_hook(self, hook: Option<ForwardHook>) -> Self {
+        Self { hook, ..self }
     }
 
     /// Also streams the clean anchors of every planner block (the source of its clean-endpoint
@@ -81,13 +91,23 @@ impl<R: Runner> Streamed<R> {
         }
     }
 
+    fn tell(&self, nodes: &[&Node], done: bool) {
+        if let Some(hook) = &self.hook {
+            let at = Instant::now();
+            nodes.iter().for_each(|node| (hook.0)(Forward { worker: self.worker, node, at, done }));
+        }
+    }
+
     /// Sends `latent` on when `node` is an output, and with `splice` the clean anchors `source`
     /// of a planner clean-endpoint node. A closed channel means the consumer gave up; the abort
     /// flag then stops the next forward.
     fn send(&self, node: &Node, source: Option<&R::Latent>, latent: &R::Latent) {
         let (latent, planner) = match (node.output, self.splice, node.kind, source) {
             (true, ..) => (latent, false),
-            (false, true, NodeKind::PlannerCache, Some(anchors)) => (anchors, true),
+            // under a context-parallel planner every shard ends with the anchors: shard 0 sends
+            (false, true, NodeKind::PlannerCache, Some(anchors)) if self.inner.planner_shard().is_none_or(|(s, _)| s == 0) => {
+                (anchors, true)
+            }
             _ => return,
         };
         let _ = self.outputs.send(Finished { positions: node.positions.clone(), latent: latent.clone(), planner });
@@ -100,7 +120,9 @@ impl<R: Runner> Runner for Streamed<R> {
 
     fn run(&mut self, node: &Node, source: Option<&R::Latent>, reads: &[&R::Kv]) -> ff_sched::Result<NodeResult<R>> {
         self.check_stop()?;
+        self.tell(&[node], false);
         let result = self.inner.run(node, source, reads)?;
+        self.tell(&[node], true);
         self.send(node, source, &result.0);
         Ok(result)
     }
@@ -112,11 +134,17 @@ impl<R: Runner> Runner for Streamed<R> {
         reads: &[Vec<&R::Kv>],
     ) -> ff_sched::Result<Vec<NodeResult<R>>> {
         self.check_stop()?;
+        self.tell(nodes, false);
         let results = self.inner.run_batch(nodes, sources, reads)?;
+        self.tell(nodes, true);
         for ((node, source), (latent, _)) in nodes.iter().zip(sources).zip(&results) {
             self.send(node, *source, latent);
         }
         Ok(results)
+    }
+
+    fn planner_shard(&self) -> Option<(usize, usize)> {
+        self.inner.planner_shard()
     }
 
     fn adopt_latent(&self, latent: R::Latent) -> R::Latent {
@@ -162,6 +190,24 @@ impl<X> InOrder<X> {
 mod tests {
     use super::*;
 
+    /// A runner whose output is its node's id.
+    struct Id;
+    impl Runner for Id {
+        type Latent = usize;
+        type Kv = Kv;
+        fn run(&mut self, node: &Node, _: Option<&usize>, _: &[&Kv]) -> ff_sched::Result<(usize, Vec<Kv>)> {
+            Ok((node.id, vec![]))
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    struct Kv;
+    impl ff_sched::bank::Entry for Kv {
+        fn bytes(&self) -> usize {
+            0
+        }
+    }
+
     fn finished(start: usize, len: usize) -> Finished<usize> {
         Finished { positions: (start..start + len).collect(), latent: start, planner: false }
     }
@@ -189,13 +235,6 @@ mod tests {
                 Ok((node.id, vec![]))
             }
         }
-        #[derive(Debug, Clone)]
-        struct Kv;
-        impl ff_sched::bank::Entry for Kv {
-            fn bytes(&self) -> usize {
-                0
-            }
-        }
         let contract = ff_sched::Contract::new(ff_sched::ContractConfig::new(4).with_stages(1)).unwrap();
         let graph = ff_sched::ScheduleKind::NcCausalRcm.build(&contract).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -216,22 +255,26 @@ mod tests {
     }
 
     #[test]
+    fn the_hook_hears_each_forward_start_and_end_in_turn() {
+        let contract = ff_sched::Contract::new(ff_sched::ContractConfig::new(4).with_stages(1)).unwrap();
+        let graph = ff_sched::ScheduleKind::NcCausalRcm.build(&contract).unwrap();
+        let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = heard.clone();
+        let hook = ForwardHook(Arc::new(move |f: Forward| log.lock().unwrap().push((f.worker, f.node.id, f.done, f.at))));
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let mut runner = Streamed::new(Id, 1, tx, Stop::default()).with_hook(Some(hook));
+        let [a, b] = [&graph.nodes[0], &graph.nodes[1]];
+        runner.run(a, None, &[]).unwrap();
+        runner.run_batch(&[a, b], &[None, None], &[vec![], vec![]]).unwrap();
+        let heard = heard.lock().unwrap();
+        let events: Vec<(usize, usize, bool)> = heard.iter().map(|&(w, n, d, _)| (w, n, d)).collect();
+        let (ia, ib) = (a.id, b.id);
+        assert_eq!(events, [(1, ia, false), (1, ia, true), (1, ia, false), (1, ib, false), (1, ia, true), (1, ib, true)]);
+        assert!(heard.windows(2).all(|w| w[0].3 <= w[1].3), "times never go back");
+    }
+
+    #[test]
     fn with_splice_the_planner_blocks_clean_anchors_are_streamed_too() {
-        struct Id;
-        impl Runner for Id {
-            type Latent = usize;
-            type Kv = Kv;
-            fn run(&mut self, node: &Node, _: Option<&usize>, _: &[&Kv]) -> ff_sched::Result<(usize, Vec<Kv>)> {
-                Ok((node.id, vec![]))
-            }
-        }
-        #[derive(Debug, Clone)]
-        struct Kv;
-        impl ff_sched::bank::Entry for Kv {
-            fn bytes(&self) -> usize {
-                0
-            }
-        }
         let contract = ff_sched::Contract::new(ff_sched::ContractConfig::new(21)).unwrap();
         let graph = ff_sched::ScheduleKind::FlashForward.build(&contract).unwrap();
         let cache = graph.nodes.iter().find(|n| n.kind == NodeKind::PlannerCache).unwrap();

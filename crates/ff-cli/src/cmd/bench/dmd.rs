@@ -4,13 +4,13 @@
 //! `/proc/self/clear_refs`; it includes the weights and optimizer state already held). Steps run
 //! at the last exit stage (`k* = S − 1`, the most forwards). The teacher and the critic's base
 //! are the student's preset; the score window defaults to `L` (no image heads: the VAE is not
-//! what is measured). Then the memory plan at the paper's scale by arithmetic (see [`plan`]).
+//! what is measured). Then the memory plan at the paper's scale by arithmetic ([`super::scale`]).
 
-use super::{StepShape, gib, param_counts, proc_status};
+use super::{StepShape, gib, proc_status};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
 use ff_model::vae::WanVaeConfig;
-use ff_model::{AttentionBackend, DitConfig, LoraConfig, WanDit};
+use ff_model::{AttentionBackend, LoraConfig, WanDit};
 use ff_train::TrainRng;
 use ff_train::data::{InMemoryClips, LatentClip};
 use ff_train::dmd::{DmdConfig, DmdShared, DmdTrainer};
@@ -75,6 +75,7 @@ fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyho
     let clip = LatentClip {
         latents: rng.normal_data(vec![c.in_channels, 1, a.shape.height, a.shape.width]),
         prompt: rng.normal_data(vec![a.shape.text_tokens, c.text_dim]),
+        crops: None,
         caption: "random".into(),
     };
     let data = InMemoryClips(vec![clip]);
@@ -104,47 +105,6 @@ fn bench<B: AttentionBackend>(name: &str, a: &Args, device: &B::Device) -> anyho
     Ok(Row { preset: name.to_string(), generator, critic, rss_before })
 }
 
-/// The memory plan of one Phase 2 device holding everything (no sharding, no offload) at the
-/// paper's scale: 1.3B student (every parameter trains: bf16 weights plus f32 master copy,
-/// gradient, two AdamW moments and EMA), 1.3B critic (bf16 base, LoRA rank 256 on the two role
-/// slots with f32 gradient, moments, EMA), 14B teacher (bf16, frozen), L = 81 at 480p
-/// (60×104 latents, 1,560 tokens per frame). Activations saved for backward per layer with `N`
-/// tokens: ≈ 33·N·dim + 2·N·ffn in bf16 (as `bench train`); score forwards keep nothing.
-fn plan() -> Vec<(String, u64)> {
-    let (student, teacher) = (DitConfig::wan_t2v_1_3b(), DitConfig::wan_t2v_14b());
-    let (backbone, roles) = param_counts(&student, 256);
-    let (b14, _) = param_counts(&teacher, 256);
-    let (backbone, roles, b14) = (backbone as u64, roles as u64, b14 as u64);
-    let per_frame = 60 / 2 * (104 / 2);
-    let (d, f, layers) = (student.dim as u64, student.ffn_dim as u64, student.num_layers as u64);
-    let layer = |n: u64, d: u64, f: u64| (33 * n * d + 2 * n * f) * 2;
-    // Exit-stage renderer forward: 81 positions; the anchor bank (9 anchors) is read as K/V.
-    let render = 81 * per_frame;
-    let window = 21 * per_frame;
-    let bank = 9 * per_frame * layers * 2 * d * 2;
-    let kt = teacher.dim as u64;
-    vec![
-        (
-            format!("student weights, bf16 + f32 master ({:.2} B params incl. roles)", (backbone + roles) as f64 / 1e9),
-            (backbone + roles) * 6,
-        ),
-        ("student gradients, AdamW moments, EMA (f32, 4 per param)".into(), (backbone + roles) * 16),
-        ("critic base weights, bf16".into(), backbone * 2),
-        (format!("critic LoRA rank 256 ×2 slots ({:.0} M params), f32 weights + gradient + moments + EMA", roles as f64 / 1e6), roles * 20),
-        (format!("teacher weights, bf16 ({:.1} B params)", b14 as f64 / 1e9), b14 * 2),
-        (format!("generator: exit-stage renderer activations, one layer (N = {render} tokens)"), layer(render, d, f)),
-        (format!("generator: all {layers} layers, no checkpointing"), layers * layer(render, d, f)),
-        ("generator: per-layer checkpointing (layer inputs + one layer)".into(), layers * render * d * 2 + layer(render, d, f)),
-        ("generator: anchor bank K/V at the exit stage (9 anchors, all layers), bf16".into(), bank),
-        (format!("scores: teacher forward transient, one layer (N = {window}, no grad)"), layer(window, kt, teacher.ffn_dim as u64)),
-        (
-            format!("critic step: critic activations with LoRA grads, all layers (N = {window}), no checkpointing"),
-            layers * layer(window, d, f),
-        ),
-        ("critic step: per-layer checkpointing".into(), layers * window * d * 2 + layer(window, d, f)),
-    ]
-}
-
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
         "one Phase 2 generator step and one critic step (k* = S − 1, batch 1) on {:?}: L = {}, {}×{} latents, {} text tokens, LoRA rank {}",
@@ -165,13 +125,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             mem(r.rss_before)
         );
     }
-    println!(
-        "\nmemory plan of Phase 2 at the paper's scale (1.3B student and critic, 14B teacher, L = 81, 480p), one device holding everything"
-    );
-    println!("| part | bytes |");
-    println!("| --- | ---: |");
-    for (what, bytes) in plan() {
-        println!("| {what} | {} |", gib(bytes));
-    }
+    super::scale::print_phase2()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@
 mod attention;
 mod dit;
 mod dmd;
+mod scale;
 mod schedules;
 mod train;
 mod vae;

@@ -49,7 +49,8 @@ pub struct Args {
           default_value = "flashforward,self-forcing,hiar,n-c-causal-rcm,bidirectional")]
     pub schedules: Vec<ScheduleKind>,
     /// Executors: serial, wavefront (one worker per stage), streaming (plus a planner worker),
-    /// batched (one worker, each dependency wave as one packed forward).
+    /// wavefront-cp (the wavefront with every planner forward sharded over the stage workers,
+    /// FlashForward-CP), batched (one worker, each dependency wave as one packed forward).
     #[arg(long, value_delimiter = ',', default_value = "serial,wavefront,streaming,batched")]
     pub executors: Vec<String>,
     /// Untimed runs of every row before its timed run.
@@ -82,8 +83,9 @@ fn executor(name: &str, graph: &Graph) -> anyhow::Result<Option<Executor>> {
         "serial" => Some(Executor::Placed(Placement::serial())),
         "wavefront" => Some(Executor::Placed(Placement::wavefront(stages))),
         "streaming" => has_planner.then(|| Executor::Placed(Placement::streaming(stages))),
+        "wavefront-cp" => has_planner.then(|| Executor::Placed(Placement::context_parallel(stages))),
         "batched" => Some(Executor::Batched),
-        other => anyhow::bail!("--executors: unknown executor '{other}' (serial, wavefront, streaming, batched)"),
+        other => anyhow::bail!("--executors: unknown executor '{other}' (serial, wavefront, streaming, wavefront-cp, batched)"),
     })
 }
 
@@ -153,7 +155,18 @@ fn timed<B: AttentionBackend>(
         Ok(())
     };
     let runners: Vec<DitRunner<B>> = match how {
-        Executor::Placed(p) => (0..p.workers()).map(|w| runner.to_device(&devices[w % devices.len()])).collect(),
+        Executor::Placed(p) => {
+            let mut shards = flashforward::executor::planner_shards::<B>(p, devices).into_iter();
+            (0..p.workers())
+                .map(|w| {
+                    let runner = runner.to_device(&devices[w % devices.len()]);
+                    match shards.next() {
+                        Some(end) => runner.with_planner_shard(end),
+                        None => runner,
+                    }
+                })
+                .collect()
+        }
         Executor::Batched => vec![runner.clone()],
     };
     sync()?;
@@ -208,7 +221,7 @@ fn bench<B: AttentionBackend>(args: &Args, [height, width]: [usize; 2], devices:
     }
     let reference = |executor: &str| {
         let executor = match executor {
-            "streaming" => "wavefront",
+            "streaming" | "wavefront-cp" => "wavefront",
             other => other,
         };
         rows.iter().find(|r| r.schedule == "flashforward" && r.executor == executor).map(|r| r.wall_seconds)

@@ -2,7 +2,8 @@
 //! the paper's values) of random-weight presets on random latents: steps/s and, on the CPU, the
 //! process's peak resident memory during the step (`VmHWM` after resetting it through
 //! `/proc/self/clear_refs`: it includes the weights and optimizer state already held). Then the
-//! memory plan of the paper's layout at the 1.3B shape, by arithmetic (composition below).
+//! memory plan of the paper's layout at the 1.3B shape, by arithmetic (composition below), and
+//! the per-device plan of Phase 1 by precision, checkpointing and device count ([`super::scale`]).
 //!
 //! Memory plan, per device, no sharding: weights in the training dtype; trainable parameters
 //! (LoRA + role vectors, or everything) also as f32 gradient, two f32 AdamW moments (Burn keeps
@@ -17,6 +18,7 @@
 use super::{StepShape, gib, param_counts, proc_status};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use ff_model::AttentionBackend;
@@ -43,6 +45,17 @@ pub struct Args {
     /// Timed steps (after one warm-up step).
     #[arg(long, default_value_t = 2)]
     iters: usize,
+    /// Activation checkpointing of the backward pass (`[train] checkpointing`): `none` or
+    /// `blocks`. Compare peaks across separate runs: the allocator keeps freed pages resident.
+    #[arg(long, value_enum, default_value = "none")]
+    checkpointing: CheckpointingArg,
+}
+
+/// `--checkpointing`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum CheckpointingArg {
+    None,
+    Blocks,
 }
 
 struct Row {
@@ -80,7 +93,10 @@ struct Bench<'a> {
 impl BackendTask for Bench<'_> {
     type Output = Row;
     fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> anyhow::Result<Row> {
-        bench::<Autodiff<B>>(self.name, self.args, &devices[0])
+        match self.args.checkpointing {
+            CheckpointingArg::None => bench::<Autodiff<B>>(self.name, self.args, &devices[0]),
+            CheckpointingArg::Blocks => bench::<Autodiff<B, BalancedCheckpointing>>(self.name, self.args, &devices[0]),
+        }
     }
 }
 
@@ -103,6 +119,7 @@ where
     let clip = LatentClip {
         latents: rng.normal_data(vec![c.in_channels, a.shape.latents, a.shape.height, a.shape.width]),
         prompt: rng.normal_data(vec![a.shape.text_tokens, c.text_dim]),
+        crops: None,
         caption: "random".into(),
     };
     let frames = objective.layout(&objective.draw(&clip, &mut rng.clone())?.offsets).len();
@@ -157,7 +174,7 @@ impl Plan {
         let allowed: u64 = (0..layout.len()).map(|q| (0..layout.len()).filter(|&k| layout.mask.is_allowed(q, k)).count() as u64).sum();
         let pair = (per_frame * per_frame) as u64;
         let layer_acts = (33 * n * d + 2 * n * f) * 2;
-        let rows = vec![
+        let mut rows = vec![
             (format!("backbone weights, bf16 ({:.2} B params)", backbone as f64 / 1e9), backbone * 2),
             (format!("LoRA rank {rank} ×2 roles + role vectors, f32 ({:.0} M params)", roles as f64 / 1e6), roles * 4),
             ("gradients of LoRA + roles, f32".into(), roles * 4),
@@ -173,6 +190,32 @@ impl Plan {
                 heads * allowed * pair * 4,
             ),
         ];
+        let fixed = backbone * 2 + roles * 20;
+        let checkpointed = layers * n * d * 2 + layer_acts;
+        // Context parallelism over D devices (`ff_model::dit::parallel`): weights and optimizer
+        // state replicated, activations split by whole frames, plus (D > 1) the all-gathered K/V
+        // of the layer in flight (each shard holds the whole sequence's K and V, bf16), kept for
+        // every layer when nothing is recomputed.
+        let gathered = 2 * n * d * 2;
+        let per_device = |shards: u64, all_layers: bool| {
+            let gathered = if shards > 1 { gathered } else { 0 };
+            match all_layers {
+                true => fixed + layers * (layer_acts / shards + gathered),
+                false => fixed + checkpointed / shards + gathered,
+            }
+        };
+        let fits = |all_layers: bool| (1..=64u64).find(|&s| per_device(s, all_layers) <= 80 * 1_000_000_000);
+        rows.push(("all-gathered K/V of one layer on each context-parallel shard, bf16".into(), gathered));
+        let smallest = |all_layers| fits(all_layers).map_or("none up to 64".to_string(), |s| format!("D = {s}"));
+        for (all_layers, how) in [(false, "per-layer checkpointing"), (true, "all layers kept")] {
+            for shards in [1u64, 2, 4, 8, 16] {
+                rows.push((format!("per device, context-parallel over D = {shards}, {how}"), per_device(shards, all_layers)));
+            }
+            rows.push((
+                format!("smallest D within 80 GB, {how}: {}", smallest(all_layers)),
+                per_device(fits(all_layers).unwrap_or(64), all_layers),
+            ));
+        }
         let title = format!(
             "memory plan of the paper's layout: {} preset, L = 81, {frames} packed frames × {per_frame} tokens ({height}×{width} latents), one clip per device",
             if c == &DitConfig::wan_t2v_1_3b() { "1.3b".to_string() } else { format!("dim {}", c.dim) }
@@ -183,8 +226,16 @@ impl Plan {
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
-        "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
-        a.devices, a.precision, a.shape.latents, a.shape.height, a.shape.width, a.shape.text_tokens, a.shape.lora_rank, a.trainable
+        "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}, checkpointing {:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
+        a.devices,
+        a.precision,
+        a.checkpointing,
+        a.shape.latents,
+        a.shape.height,
+        a.shape.width,
+        a.shape.text_tokens,
+        a.shape.lora_rank,
+        a.trainable
     );
     println!("| preset | packed frames | tokens | trainable params | seconds/step | steps/s | RSS before step | peak RSS during step |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
@@ -210,6 +261,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     for (what, bytes) in plan.rows {
         println!("| {what} | {} |", gib(bytes));
     }
+    super::scale::print_phase1()?;
     Ok(ExitCode::SUCCESS)
 }
 

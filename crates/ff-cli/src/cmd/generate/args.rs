@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use ff_sched::ScheduleKind;
 use flashforward::model::FileOverrides;
-use flashforward::{ContractKnobs, Executor, Request, TeacherSampler};
+use flashforward::{ContractKnobs, Executor, Request, SwitchPolicy, TeacherSampler};
 
 use crate::backend::{DeviceSpec, Precision};
 
@@ -19,6 +19,17 @@ pub struct Args {
     /// with --guidance. A small-world student reads it as a caption of its vocabulary.
     #[arg(long, value_parser = non_empty_prompt)]
     pub(super) negative_prompt: Option<String>,
+    /// Switch the prompt at a time: `--switch 5="a blue square moves left"` (repeatable). It
+    /// lands on the renderer chunk boundary nearest the time; each prompt is read like --prompt.
+    #[arg(long = "switch", value_name = "SECONDS=PROMPT", value_parser = crate::switch_flag::parse)]
+    pub(super) switches: Vec<(f64, String)>,
+    /// What the planner's anchors made before a --switch are to the chunks after it: kept as
+    /// made, re-cached under the new prompt, or dropped [default: drop].
+    #[arg(long, value_enum, requires = "switches")]
+    pub(super) switch_anchors: Option<Carry>,
+    /// The same for the renderer's stage-matched history [default: drop].
+    #[arg(long, value_enum, requires = "switches")]
+    pub(super) switch_history: Option<Carry>,
     /// Length in seconds at 16 FPS, rounded up to the next 1 + 4k frames.
     #[arg(long, required_unless_present_any = ["latents", "schedule_file"], conflicts_with = "latents")]
     pub(super) seconds: Option<f64>,
@@ -59,6 +70,10 @@ pub struct Args {
     /// `cpu`, CUDA devices `cuda:0,1,2,3` or `wgpu:0` (need builds with those features).
     #[arg(long, default_value = "cpu")]
     pub(super) devices: DeviceSpec,
+    /// FlashForward-CP: shard every planner forward over the stage devices (context
+    /// parallelism), then render with the wavefront; the same video.
+    #[arg(long)]
+    pub(super) planner_cp: bool,
     /// Float precision of the DiT and VAE (bf16 needs CUDA).
     #[arg(long, value_enum, default_value = "f32")]
     pub(super) precision: Precision,
@@ -93,6 +108,24 @@ pub struct Args {
     pub(super) memory_limit: Option<f64>,
 }
 
+/// `--switch-anchors`, `--switch-history`: [`flashforward::Carry`].
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(super) enum Carry {
+    Keep,
+    Recache,
+    Drop,
+}
+
+impl From<Carry> for flashforward::Carry {
+    fn from(c: Carry) -> Self {
+        match c {
+            Carry::Keep => Self::Keep,
+            Carry::Recache => Self::Recache,
+            Carry::Drop => Self::Drop,
+        }
+    }
+}
+
 /// The prompt must say something: an empty (or all-whitespace) one is refused here, before any
 /// file is read.
 fn non_empty_prompt(prompt: &str) -> std::result::Result<String, String> {
@@ -121,6 +154,14 @@ impl Args {
         if let Some(steps) = self.steps {
             request = request.teacher(TeacherSampler { steps: steps as usize, guidance: self.guidance, shift: self.sample_shift });
         }
+        for (seconds, prompt) in &self.switches {
+            request = request.switch(*seconds, prompt);
+        }
+        let default = request.switch_policy;
+        request = request.switch_policy(SwitchPolicy {
+            anchors: self.switch_anchors.map_or(default.anchors, Into::into),
+            history: self.switch_history.map_or(default.history, Into::into),
+        });
         if let Some(executor) = self.executor {
             request = request.executor(executor);
         }
@@ -128,6 +169,6 @@ impl Args {
             request = request.prompt_cache(cache);
         }
         (request.height, request.width) = (self.height, self.width);
-        Ok(request.splice(self.splice).truncate_prompt(self.truncate_prompt))
+        Ok(request.splice(self.splice).truncate_prompt(self.truncate_prompt).planner_cp(self.planner_cp))
     }
 }

@@ -55,6 +55,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         ),
         None => eprintln!("{}", plan.describe()),
     }
+    for switch in &plan.switches {
+        eprintln!(
+            "switch at {} s: latent {} ({:.2} s) to \"{}\"",
+            switch.at_seconds,
+            switch.position,
+            flashforward::switch::position_seconds(switch.position),
+            switch.prompt
+        );
+    }
     let (request, chunks) = (request.stop_flag(install_interrupt_flag()?), plan.graph.outputs().len());
     let outcome = dispatch(&args.devices, args.precision, Generate { model, request, sink, chunks })?;
     report(&plan, &outcome)

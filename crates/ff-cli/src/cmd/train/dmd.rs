@@ -122,11 +122,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let t = &mut config.train;
         (t.lora_rank, t.lora_alpha, t.lora_shared) = (state.train.lora_rank, state.train.lora_alpha, state.train.lora_shared);
     }
-    let (session, devices) = prepare(config, args.run.resume, None)?;
+    let (session, devices) = prepare(config, &args.run, None)?;
     let manifest = student_manifest(&session)?;
     let outcome = dispatch(&devices, Precision::F32, Dmd { session: &session })?;
     let code = finish(&outcome);
-    if let Outcome::Finished { .. } = outcome {
+    // Node 0 exports; the other nodes of a multi-node run only trained beside it.
+    if let Outcome::Finished { .. } = outcome
+        && session.nodes.writes()
+    {
         let planner = session.config.objective.planner.as_deref();
         let dir = export_student::<CpuBackend>(session.start.config(), &session.run, &manifest, planner, &cpu_device())?;
         println!("{}", dir.display());
@@ -245,7 +248,8 @@ impl BackendTask for Dmd<'_> {
         });
         let planner = planner.transpose()?;
         let shared = DmdShared::new(section.objective.clone(), teacher, vae, empty, planner)?;
-        let trainer = DmdTrainer::new(c.clone(), student, devices.clone(), critic, critic_devices, shared, s.data.len())?;
+        let trainer = DmdTrainer::new(c.clone(), student, devices.clone(), critic, critic_devices, shared, s.data.len())?
+            .with_nodes(s.nodes.clone())?;
         let mut steps = DmdSteps { trainer, critic_base };
         observed(|stop, progress| drive(&s.plan(), &s.data, &mut steps, stop, progress))
     }

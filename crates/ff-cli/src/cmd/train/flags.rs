@@ -3,10 +3,12 @@
 
 use anyhow::{Result, anyhow};
 use ff_train::TrainError;
+use ff_train::engine::Nodes;
 use ff_train::runner::{CONFIG_FILE, RunConfig};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The flags every `train` subcommand takes (each overrides its config key).
 #[derive(Debug, Clone, clap::Args)]
@@ -30,6 +32,35 @@ pub struct RunFlags {
     /// `cpu`, `cuda:0,1,..` or `wgpu:0,..`: one data-parallel worker per device.
     #[arg(long)]
     pub devices: Option<String>,
+    /// Processes (nodes) of a data-parallel run, each started with the same flags (and the same
+    /// number of devices) but its own --node-rank; the batch divides over all their devices.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub nodes: u32,
+    /// This process's node, 0..nodes. Node 0 starts the coordinator and writes the run's files
+    /// (checkpoints, metrics, exports); the others only log.
+    #[arg(long, default_value_t = 0)]
+    pub node_rank: u32,
+    /// HOST:PORT of node 0's coordinator (with --nodes > 1). Node r also listens on PORT + 1 + r.
+    #[arg(long)]
+    pub coordinator: Option<String>,
+    /// Seconds a node waits for the others in a step's all-reduce before it stops with an error
+    /// (a node that died or hangs); longer than the slowest node's step.
+    #[arg(long, default_value_t = 600)]
+    pub collective_timeout: u64,
+}
+
+impl RunFlags {
+    /// Where this process stands among the run's nodes (--nodes, --node-rank, --coordinator).
+    pub fn nodes(&self) -> Result<Nodes> {
+        let nodes = Nodes {
+            count: self.nodes as usize,
+            rank: self.node_rank as usize,
+            coordinator: self.coordinator.clone(),
+            timeout: Duration::from_secs(self.collective_timeout),
+        };
+        nodes.validate().map_err(|e| anyhow!("--nodes {} --node-rank {}: {e}", self.nodes, self.node_rank))?;
+        Ok(nodes)
+    }
 }
 
 /// `config` overlaid with `--config` (on `--resume` without it: the run's saved config), then

@@ -3,7 +3,7 @@
 //! flag and the progress bar around the runner's loop, and the exit code: 0 for a finished run
 //! (its newest checkpoint printed on stdout), 130 when Ctrl-C stopped it after a checkpoint.
 
-use super::flags::in_flag_terms;
+use super::flags::{RunFlags, in_flag_terms};
 use super::progress::Observer;
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use crate::progress::install_interrupt_flag;
@@ -18,11 +18,11 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
 /// Prepares the session of `config` (`ff_train::runner::Session::prepare`) on the devices its
-/// `devices` key names, starting from `start` or else from the model directory's DiT, and prints
-/// the effective config it saved.
+/// `devices` key names, on the node and with the resume choice of `flags`, starting from `start`
+/// or else from the model directory's DiT, and prints the effective config.
 pub fn prepare<C: Serialize + DeserializeOwned>(
     config: RunConfig<C>,
-    resume: bool,
+    flags: &RunFlags,
     start: Option<Start>,
 ) -> Result<(Session<C>, DeviceSpec)> {
     let devices: DeviceSpec = config.paths.devices.parse()?;
@@ -34,7 +34,7 @@ pub fn prepare<C: Serialize + DeserializeOwned>(
             Start::Base { weights, config: DitConfig::from_json(&dit_config)? }
         }
     };
-    let session = Session::prepare(config, devices.count(), resume, start).map_err(in_flag_terms)?;
+    let session = Session::prepare(config, devices.count(), flags.nodes()?, flags.resume, start).map_err(in_flag_terms)?;
     print_effective_config(&session.effective);
     Ok((session, devices))
 }

@@ -46,6 +46,6 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = apply(RunConfig::defaults(SECTION, default_objective_config()), &args.run, &args.model_dir, &args.data)?;
     let objective = objective(&config.objective).context("[sft]")?;
-    let (session, devices) = prepare(config, args.run.resume, None)?;
+    let (session, devices) = prepare(config, &args.run, None)?;
     Ok(finish(&train(&session, &objective, &devices)?))
 }

@@ -83,10 +83,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         None => Start::Fresh(dit.clone()),
     };
-    let (session, devices) = prepare(config, args.run.resume, Some(start))?;
+    let (session, devices) = prepare(config, &args.run, Some(start))?;
     let outcome = train(&session, &objective, &devices)?;
     let code = finish(&outcome);
-    if let Outcome::Finished { .. } = outcome {
+    // Node 0 exports; the other nodes of a multi-node run only trained beside it.
+    if let Outcome::Finished { .. } = outcome
+        && session.nodes.writes()
+    {
         let dir = export_teacher::<CpuBackend>(&dit, &session.run, &cpu_device())?;
         println!("{}", dir.display());
     }

@@ -51,6 +51,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if config.paths.data.is_some() {
         bail!("train vae renders its clips: `data` is not used");
     }
+    if args.run.nodes > 1 {
+        bail!("train vae runs on one node: --nodes is for sft, dmd and teacher");
+    }
     match &config.paths.model_dir {
         Some(dir) => {
             starting_codec(dir, &config.objective)?;
@@ -98,7 +101,7 @@ impl BackendTask for TrainVae {
         let described = serde_json::to_value(model.config())?;
         let trainer = Trainer::for_module(config.train.clone(), model, devices, clips.len())?;
         let c = &config.train;
-        let plan = Plan { run: &out, steps: c.steps, checkpoint_every: c.checkpoint_every, resume: resume.as_deref() };
+        let plan = Plan { run: &out, steps: c.steps, checkpoint_every: c.checkpoint_every, resume: resume.as_deref(), writes: true };
         let mut engine = Codec { trainer, objective: &objective, described };
         let outcome = observed(|stop, progress| drive(&plan, &clips, &mut engine, stop, progress))?;
         let code = finish(&outcome);

@@ -12,7 +12,7 @@
 
 use super::scenes::Scenes;
 use crate::backend::{BackendTask, CpuBackend, DeviceSpec, Precision, cpu_device, dispatch};
-use crate::encode::{file_id, video_tensor};
+use crate::encode::{clip_latents, file_id};
 use crate::world_dir::WorldDir;
 use anyhow::{Context, Result, bail};
 use ff_model::AttentionBackend;
@@ -39,6 +39,11 @@ pub struct Args {
     /// Prompt tokens the embeddings may hold (the teacher's `text_len`).
     #[arg(long, default_value_t = 32)]
     pub text_len: usize,
+    /// Latents of each time-rebased crop stored beside the clip (Phase 1's L − Δ), one crop per
+    /// start latent 1..=L − L_c, each encoded from its own frames (docs/DATASET.md); 0 (the
+    /// default here) stores none.
+    #[arg(long, default_value_t = 0)]
+    pub crop_latents: usize,
     /// Clips per shard file.
     #[arg(long, default_value_t = 64)]
     pub clips_per_shard: usize,
@@ -73,7 +78,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         false => dispatch(
             &args.devices,
             Precision::F32,
-            Encode { scenes, writer, text, vae, vae_config, frames: frames_for_seconds(args.scenes.seconds) },
+            Encode {
+                scenes,
+                writer,
+                text,
+                vae,
+                vae_config,
+                frames: frames_for_seconds(args.scenes.seconds),
+                crop_latents: args.crop_latents,
+            },
         )?,
     };
     println!("{}: {} clips ({added} added)", args.out.display(), kept + added);
@@ -87,6 +100,8 @@ struct Encode {
     vae: PathBuf,
     vae_config: WanVaeConfig,
     frames: usize,
+    /// Latents of each stored crop (0: none).
+    crop_latents: usize,
 }
 
 impl BackendTask for Encode {
@@ -109,10 +124,9 @@ impl BackendTask for Encode {
                     .into_iter()
                     .map(|rgb| flashforward::video::frame(clip.width, clip.height, rgb))
                     .collect::<flashforward::Result<_>>()?;
-                let latents = vae.normalize(vae.encode_mean(video_tensor::<B>(&frames, device))?);
-                let [_, c, l, h, w] = latents.dims();
-                let latents = latents.reshape([c, l, h, w]).into_data().convert::<f32>();
-                self.writer.push(name, [clip.height, clip.width], &LatentClip { latents, prompt: prompt.data, caption })?;
+                let (latents, crops) = clip_latents(&vae, &frames, self.crop_latents, device)?;
+                let [c, l, h, w] = latents.shape[..] else { unreachable!("clip_latents returns [C, L, h, w]") };
+                self.writer.push(name, [clip.height, clip.width], &LatentClip { latents, prompt: prompt.data, crops, caption })?;
                 encoded += 1;
                 if encoded % 16 == 0 || encoded == total {
                     eprintln!("[{encoded}/{total}] latents [{c}, {l}, {h}, {w}]");

@@ -84,10 +84,10 @@ impl Layout {
     }
 }
 
-/// One window and the key whose frame each slot holds.
+/// One window and the key (and version, see `Prompts`) whose frame each slot holds.
 struct Held<B: Backend> {
     window: KvWindow<B>,
-    held: Vec<Option<KvKey>>,
+    held: Vec<Option<(KvKey, usize)>>,
 }
 
 /// The windows of one runner, created on first use. A clone starts without windows (each worker
@@ -128,10 +128,11 @@ impl<B: Backend> Windows<B> {
         Self { layout: self.layout.clone(), device: device.clone(), windows: HashMap::new() }
     }
 
-    /// Readies `node`'s window: copies in the entries of `reads` (its `node.reads`, in order) that
-    /// the window does not hold and names the slots of the forward. `None`: the node reads
-    /// nothing and attends to itself only.
-    pub fn prepare(&mut self, node: &Node, reads: &[&ChunkKv<B>]) -> Result<Option<WindowKey>> {
+    /// Readies `node`'s window: copies in the entries of `reads` (of `node.reads`, in order,
+    /// each with its key and the version it is of; a prompt switch may drop some) that the window
+    /// does not hold and names the slots of the forward. `None`: the node reads nothing and
+    /// attends to itself only.
+    pub fn prepare(&mut self, node: &Node, reads: &[(KvKey, ChunkKv<B>, usize)]) -> Result<Option<WindowKey>> {
         if node.reads.is_empty() {
             return Ok(None);
         }
@@ -139,13 +140,11 @@ impl<B: Backend> Windows<B> {
         let l = &self.layout;
         let slots = l.slots(key);
         let target = l.target(key, node)?;
-        let spans: Vec<(Range<usize>, &KvKey)> = node
-            .reads
+        let spans: Vec<(Range<usize>, (KvKey, usize))> = reads
             .iter()
-            .zip(reads)
-            .map(|(k, e)| {
+            .map(|(k, e, version)| {
                 let s = l.slot_of(key, k);
-                (s..s + e.tokens() / l.tokens_per_frame, k)
+                (s..s + e.tokens() / l.tokens_per_frame, (*k, *version))
             })
             .collect();
         let mut sorted: Vec<Range<usize>> = spans.iter().map(|(r, _)| r.clone()).collect();
@@ -158,10 +157,10 @@ impl<B: Backend> Windows<B> {
             held: vec![None; slots],
         });
         let model = |source| SchedError::Model { node: node.id, source };
-        for ((range, k), entry) in spans.iter().zip(reads) {
-            if held.held[range.clone()].iter().any(|h| h.as_ref() != Some(*k)) {
+        for ((range, k), (_, entry, _)) in spans.iter().zip(reads) {
+            if held.held[range.clone()].iter().any(|h| h.as_ref() != Some(k)) {
                 held.window.write(range.start, entry).map_err(model)?;
-                held.held[range.clone()].iter_mut().for_each(|h| *h = Some(**k));
+                held.held[range.clone()].iter_mut().for_each(|h| *h = Some(*k));
             }
         }
         held.window.attend(spans.into_iter().map(|(r, _)| r), target, node.positions.len()).map_err(model)?;
@@ -180,8 +179,8 @@ impl<B: Backend> Windows<B> {
         let held = &mut self.windows.get_mut(&key).expect("prepared window").held[target..target + frames];
         for (f, h) in held.iter_mut().enumerate() {
             *h = match node.publishes.len() {
-                1 => Some(node.publishes[0]),
-                n if n == frames => Some(node.publishes[f]),
+                1 => Some((node.publishes[0], 0)),
+                n if n == frames => Some((node.publishes[f], 0)),
                 _ => None,
             };
         }
@@ -211,13 +210,15 @@ mod tests {
         type Latent = Tensor<B, 5>;
         type Kv = ChunkKv<B>;
         fn run(&mut self, node: &Node, source: Option<&Tensor<B, 5>>, reads: &[&ChunkKv<B>]) -> Result<NodeResult<Self>> {
+            let prompt = self.0.prompts.begin(node)?;
+            let (text, _) = self.0.text(&[node], &[prompt])?;
             let r = &self.0;
             let x = r.input(node, source);
             let m = r.model(node)?;
             let layout = FrameLayout::frames(node.positions.clone(), Role::Base);
             let out = m
                 .model
-                .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, &m.text, &SegmentContext::new(reads.to_vec()))
+                .forward_chunk(x.clone(), std::slice::from_ref(&node.timesteps), &layout, &text, &SegmentContext::new(reads.to_vec()))
                 .unwrap();
             Ok(r.finish(node, x, out.prediction, out.kv))
         }

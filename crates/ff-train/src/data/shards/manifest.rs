@@ -45,6 +45,18 @@ pub struct ClipEntry {
     pub prompt_key: String,
     /// `[tokens, text_dim]`.
     pub prompt_shape: Vec<usize>,
+    /// Name of the crop-latents tensor in the shard; absent in datasets without crops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crops_key: Option<String>,
+    /// `[K, channels, L_c, h, w]` with `K + L_c = L` (crop `k` starts at clip latent `k + 1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crops_shape: Option<Vec<usize>>,
+}
+
+/// Whether crops of shape `crops` fit latents of shape `latents` (`[C, L, h, w]`): `[L − L_c, C,
+/// L_c, h, w]` with `L_c ≥ 1`.
+pub(super) fn crops_fit(crops: &[usize], latents: &[usize]) -> bool {
+    matches!((crops, latents), ([k, c, lc, h, w], [c2, l, h2, w2]) if k + lc == *l && *lc > 0 && (c, h, w) == (c2, h2, w2))
 }
 
 /// The manifest of a dataset directory.
@@ -83,7 +95,8 @@ impl Manifest {
     }
 
     /// The format tag, and each entry consistent in itself: L in the latents shape, a prompt
-    /// shape of rank 2, a shard that is a plain file name, keys used once.
+    /// shape of rank 2, crops (when present) that fit the latents, a shard that is a plain file
+    /// name, keys used once.
     fn check(&self) -> std::result::Result<(), String> {
         if self.format != FORMAT {
             return Err(format!("format is {:?}, expected {FORMAT:?}", self.format));
@@ -100,7 +113,18 @@ impl Manifest {
             if Path::new(&clip.shard).file_name().is_none_or(|name| name != clip.shard.as_str()) {
                 return Err(format!("{at}: shard {:?} is not a file name in the dataset directory", clip.shard));
             }
-            for key in [&clip.latents_key, &clip.prompt_key] {
+            match (&clip.crops_key, &clip.crops_shape) {
+                (None, None) => {}
+                (Some(_), Some(c)) if crops_fit(c, &clip.latents_shape) => {}
+                (Some(_), Some(c)) => {
+                    return Err(format!(
+                        "{at}: crops_shape {c:?} is not [L − L_c, channels, L_c, h, w] of latents {:?}",
+                        clip.latents_shape
+                    ));
+                }
+                _ => return Err(format!("{at}: crops_key and crops_shape go together")),
+            }
+            for key in [&clip.latents_key, &clip.prompt_key].into_iter().chain(&clip.crops_key) {
                 if !keys.insert((clip.shard.as_str(), key.as_str())) {
                     return Err(format!("{at}: key '{key}' of {} is used twice", clip.shard));
                 }

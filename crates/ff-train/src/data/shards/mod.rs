@@ -10,13 +10,17 @@
 //!   ...
 //! ```
 //!
-//! Each clip has two f32 tensors in its shard:
+//! Each clip has two or three f32 tensors in its shard:
 //!
 //! * `clipNNNNNN.latents` `[16, L, h, w]`: the Wan VAE latent mean of the clip's
 //!   `1 + 4(L − 1)` frames (16 FPS), normalised with the VAE's per-channel mean and std, i.e. the
 //!   DiT's latent space (`h = H/8`, `w = W/8` for frames of `H × W` pixels);
 //! * `clipNNNNNN.prompt` `[tokens, text_dim]`: the umT5 hidden states of the caption's valid
-//!   tokens (`</s>` included, no padding), as in the prompt cache.
+//!   tokens (`</s>` included, no padding), as in the prompt cache;
+//! * optionally `clipNNNNNN.crops` `[L − L_c, 16, L_c, h, w]`: the time-rebased crops, crop `k`
+//!   starting at clip latent `k + 1` and encoded from its own frames
+//!   ([`encode_crops`](crate::data::encode_crops)); the manifest entry then has `crops_key` and
+//!   `crops_shape`.
 //!
 //! `NNNNNN` is the clip's index in the manifest. `manifest.json` (see [`Manifest`]):
 //!

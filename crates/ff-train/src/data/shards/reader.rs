@@ -32,8 +32,8 @@ struct Span {
 pub struct ShardDataset {
     dir: PathBuf,
     manifest: Manifest,
-    /// Latents and prompt span of each clip.
-    spans: Vec<[Span; 2]>,
+    /// Latents, prompt and (when stored) crops span of each clip.
+    spans: Vec<([Span; 2], Option<Span>)>,
 }
 
 /// A shard's parsed header and where its data starts.
@@ -93,7 +93,11 @@ impl ShardDataset {
                     len: end - begin,
                 })
             };
-            spans.push([span(&clip.latents_key, &clip.latents_shape)?, span(&clip.prompt_key, &clip.prompt_shape)?]);
+            let crops = match (&clip.crops_key, &clip.crops_shape) {
+                (Some(key), Some(shape)) => Some(span(key, shape)?),
+                _ => None,
+            };
+            spans.push(([span(&clip.latents_key, &clip.latents_shape)?, span(&clip.prompt_key, &clip.prompt_shape)?], crops));
         }
         Ok(Self { dir: dir.to_path_buf(), manifest, spans })
     }
@@ -115,11 +119,16 @@ impl ClipSource for ShardDataset {
     }
 
     fn get(&self, index: usize) -> Result<LatentClip> {
-        let [latents, prompt] = self.spans.get(index).ok_or_else(|| TrainError::Data {
+        let ([latents, prompt], crops) = self.spans.get(index).ok_or_else(|| TrainError::Data {
             path: self.dir.join(MANIFEST),
             message: format!("clip {index} requested, the dataset has {}", self.spans.len()),
         })?;
-        Ok(LatentClip { latents: read_tensor(latents)?, prompt: read_tensor(prompt)?, caption: self.manifest.clips[index].caption.clone() })
+        Ok(LatentClip {
+            latents: read_tensor(latents)?,
+            prompt: read_tensor(prompt)?,
+            crops: crops.as_ref().map(read_tensor).transpose()?,
+            caption: self.manifest.clips[index].caption.clone(),
+        })
     }
 }
 

@@ -19,6 +19,7 @@ fn clip(i: usize, l: usize) -> LatentClip {
     LatentClip {
         latents: TensorData::new(values(16 * l * 6, 1000.0 * i as f32), [16, l, 2, 3]),
         prompt: TensorData::new(values(tokens * 4, -1000.0 * i as f32), [tokens, 4]),
+        crops: None,
         caption: format!("caption {i}"),
     }
 }
@@ -38,6 +39,7 @@ fn write(dir: &Path, range: std::ops::Range<usize>, per_shard: usize) -> Manifes
 fn assert_same(a: &LatentClip, b: &LatentClip) {
     assert_eq!(a.latents, b.latents);
     assert_eq!(a.prompt, b.prompt);
+    assert_eq!(a.crops, b.crops);
     assert_eq!(a.caption, b.caption);
 }
 
@@ -189,4 +191,29 @@ fn bad_manifests_are_named() {
         let err = ShardDataset::open(dir.path()).unwrap_err();
         assert!(matches!(err, TrainError::Manifest { .. }) && err.to_string().contains(needle), "{needle}: {err}");
     }
+}
+
+#[test]
+fn crops_round_trip_and_must_fit_their_clip() {
+    let dir = TestDir::new("crops");
+    let mut writer = writer_for(dir.path());
+    let with_crops = |i: usize| {
+        let crops = (0..2 * 16 * 2 * 6).map(|k| i as f32 + k as f32 * 0.25).collect::<Vec<f32>>();
+        LatentClip { crops: Some(TensorData::new(crops, [2, 16, 2, 2, 3])), ..clip(i, 4) }
+    };
+    let (a, b) = (with_crops(0), clip(1, 4));
+    writer.push("a.mp4", [16, 24], &a).unwrap();
+    writer.push("b.mp4", [16, 24], &b).unwrap();
+    let bad = LatentClip { crops: Some(TensorData::new(vec![0f32; 16 * 3 * 6], [1, 16, 3, 2, 3])), ..clip(2, 5) };
+    let err = writer.push("c.mp4", [16, 24], &bad).unwrap_err().to_string();
+    assert!(err.contains("c.mp4") && err.contains("[1, 16, 3, 2, 3]"), "{err}");
+    let manifest = writer.finish().unwrap();
+    assert_eq!(manifest.clips[0].crops_shape, Some(vec![2, 16, 2, 2, 3]));
+    assert_eq!((manifest.clips[1].crops_key.as_ref(), manifest.clips[1].crops_shape.as_ref()), (None, None));
+    let data = ShardDataset::open(dir.path()).unwrap();
+    assert_same(&data.get(0).unwrap(), &a);
+    assert_same(&data.get(1).unwrap(), &b);
+    edit_manifest(dir.path(), |m| m.clips[0].crops_shape = Some(vec![3, 16, 2, 2, 3]));
+    let err = ShardDataset::open(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("crops_shape [3, 16, 2, 2, 3]"), "{err}");
 }

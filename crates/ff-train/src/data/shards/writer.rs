@@ -8,17 +8,20 @@ use std::path::{Path, PathBuf};
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 
-use super::manifest::{ClipEntry, Encoders, MANIFEST, Manifest};
+use super::manifest::{ClipEntry, Encoders, MANIFEST, Manifest, crops_fit};
 use crate::data::LatentClip;
 use crate::{Result, TrainError};
+
+/// A tensor of a clip not yet written: key, shape and little-endian f32 bytes.
+type Pending = (String, Vec<usize>, Vec<u8>);
 
 /// Appends clips to a dataset directory.
 pub struct ShardWriter {
     dir: PathBuf,
     manifest: Manifest,
     clips_per_shard: usize,
-    /// Clips of the shard being filled, with their little-endian f32 bytes.
-    pending: Vec<(ClipEntry, [Vec<u8>; 2])>,
+    /// Clips of the shard being filled, with their tensors.
+    pending: Vec<(ClipEntry, Vec<Pending>)>,
     /// (source, caption) of every clip in the manifest or pending.
     known: HashSet<(String, String)>,
 }
@@ -61,7 +64,8 @@ impl ShardWriter {
 
     /// Adds the clip of `source` (path relative to the videos directory) made from frames of
     /// `frame_size` `[H, W]`; writes a shard when one is full. Latents must be `[C, L, h, w]`,
-    /// the prompt `[tokens, text_dim]`; a (source, caption) pair already added is an error.
+    /// the prompt `[tokens, text_dim]`, the crops (if any) `[L − L_c, C, L_c, h, w]`; a (source,
+    /// caption) pair already added is an error.
     pub fn push(&mut self, source: &str, frame_size: [usize; 2], clip: &LatentClip) -> Result<()> {
         let [latents_shape, prompt_shape] = [&clip.latents.shape, &clip.prompt.shape];
         for (what, shape, layout) in [("latents", latents_shape, "[channels, L, h, w]"), ("prompt", prompt_shape, "[tokens, text_dim]")] {
@@ -85,9 +89,23 @@ impl ShardWriter {
             latents_shape: latents_shape.to_vec(),
             prompt_key: format!("clip{index:06}.prompt"),
             prompt_shape: prompt_shape.to_vec(),
+            crops_key: clip.crops.as_ref().map(|_| format!("clip{index:06}.crops")),
+            crops_shape: clip.crops.as_ref().map(|c| c.shape.to_vec()),
         };
+        let mut tensors = vec![
+            (entry.latents_key.clone(), entry.latents_shape.clone(), le_bytes(&clip.latents)),
+            (entry.prompt_key.clone(), entry.prompt_shape.clone(), le_bytes(&clip.prompt)),
+        ];
+        if let (Some(key), Some(shape), Some(crops)) = (&entry.crops_key, &entry.crops_shape, &clip.crops) {
+            if !crops_fit(shape, latents_shape) {
+                let message =
+                    format!("crops of {source} have shape {shape:?}, expected [L − L_c, channels, L_c, h, w] of latents {latents_shape:?}");
+                return Err(TrainError::Data { path: self.dir.join(MANIFEST), message });
+            }
+            tensors.push((key.clone(), shape.clone(), le_bytes(crops)));
+        }
         self.known.insert((entry.source.clone(), entry.caption.clone()));
-        self.pending.push((entry, [le_bytes(&clip.latents), le_bytes(&clip.prompt)]));
+        self.pending.push((entry, tensors));
         if self.pending.len() >= self.clips_per_shard {
             self.flush()?;
         }
@@ -103,11 +121,8 @@ impl ShardWriter {
         let views = self
             .pending
             .iter()
-            .flat_map(|(e, [latents, prompt])| {
-                [
-                    (e.latents_key.clone(), TensorView::new(Dtype::F32, e.latents_shape.clone(), latents)),
-                    (e.prompt_key.clone(), TensorView::new(Dtype::F32, e.prompt_shape.clone(), prompt)),
-                ]
+            .flat_map(|(_, tensors)| {
+                tensors.iter().map(|(key, shape, bytes)| (key.clone(), TensorView::new(Dtype::F32, shape.clone(), bytes)))
             })
             .map(|(key, view)| view.map(|v| (key, v)))
             .collect::<std::result::Result<HashMap<_, _>, _>>()

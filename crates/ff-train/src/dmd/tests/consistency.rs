@@ -87,3 +87,22 @@ fn rollout_around_a_frozen_planner_is_the_serial_generation_of_the_combined_stud
     let own = tiny_config().with_stages(4).contract().unwrap();
     assert!(differs(&host(rollout(&student, prompt, &own, &noise, 3, AnchorRead::Connected, None).unwrap().x0), &want));
 }
+
+#[test]
+fn the_frozen_planners_anchor_store_is_bounded_and_redraws_what_it_dropped() {
+    let mut rng = TrainRng::new(14);
+    let device = Default::default();
+    let planner: WanDit<NdArray> = DitConfig::tiny().with_text_len(8).init(&device);
+    let prompt = Tensor::<NdArray, 3>::from_data(rng.normal_data(vec![1, 8, 24]), &device);
+    let contract = tiny_config().with_stages(2).with_planner_steps(1).contract().unwrap();
+    let one = 16 * contract.anchors.len() * 4 * 4 * 4;
+    let frozen = FrozenPlanner::new(planner).with_store_bytes(2 * one);
+    let plan = |caption: &str| host(frozen.plan(&contract, caption, prompt.clone(), prompt.clone(), [16, 4, 4]).unwrap().anchors);
+    let first = plan("caption 0");
+    for i in 1..5 {
+        plan(&format!("caption {i}"));
+        assert!(frozen.stored().1 <= 2 * one, "{:?} after {} captions", frozen.stored(), i + 1);
+    }
+    assert_eq!(frozen.stored(), (2, 2 * one), "the newest two are kept");
+    assert_eq!(plan("caption 0"), first, "a dropped caption is drawn again to the same anchors");
+}

@@ -31,7 +31,7 @@ fn tiny_config() -> DmdConfig {
 
 /// A random Wan VAE at the reference fixture's tiny size (16 latent channels, 4× time, 8× space),
 /// its lazily initialised weights drawn once (so that the streaming decoder's copy shares them).
-fn tiny_vae() -> WanVae<NdArray> {
+pub(crate) fn tiny_vae() -> WanVae<NdArray> {
     struct Draw;
     impl burn::module::ModuleVisitor<NdArray> for Draw {
         fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::tensor::Tensor<NdArray, D>>) {
@@ -50,6 +50,7 @@ fn clips(n: usize) -> crate::data::InMemoryClips {
     let clip = |i| crate::data::LatentClip {
         latents: rng.normal_data(vec![16, 3, 2, 2]),
         prompt: rng.normal_data(vec![5, 24]),
+        crops: None,
         caption: format!("clip {i}"),
     };
     crate::data::InMemoryClips((0..n).map(clip).collect())

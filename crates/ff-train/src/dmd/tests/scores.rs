@@ -83,3 +83,20 @@ fn critic_loss_leaves_the_head_out() {
     let (again, _) = flow_loss(moved, eps, x, 1);
     assert!((again.into_scalar() - want).abs() < 1e-5);
 }
+
+#[test]
+fn the_dmd_loss_value_is_reduced_in_index_order() {
+    // Flex sums ≥ 4M f32 elements with rayon, whose split depends on the scheduling: the logged
+    // value differed in its last bits between identical runs. It is now ½·Σ g² / N summed on
+    // the host in index order (f64), the same bits on every run and backend.
+    type Ad = Autodiff<NdArray>;
+    let device = Default::default();
+    let mut rng = TrainRng::new(3);
+    let shape = vec![1, 16, 9, 8, 8];
+    let x0 = Tensor::<Ad, 5>::from_data(rng.normal_data(shape.clone()), &device).require_grad();
+    let g = rng.normal_data(shape);
+    let value = dmd_loss(x0, Tensor::from_data(g.clone(), &device)).into_scalar();
+    let g = g.to_vec::<f32>().unwrap();
+    let want = (0.5 * g.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / g.len() as f64) as f32;
+    assert_eq!(value.to_bits(), want.to_bits(), "{value} against {want}");
+}

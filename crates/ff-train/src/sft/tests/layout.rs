@@ -114,7 +114,7 @@ fn noised_copies_of_a_latent_share_noise_and_clean_copies_are_the_latent() {
     let draw = Draw::sample(&config, &latents.shape, &mut rng);
     let layout = objective.layout(&draw.offsets);
     let device = Default::default();
-    let packed = pack::<NdArray>(&latents, &draw, &layout, &device);
+    let packed = pack::<NdArray>(&latents, None, &draw, &layout, &device);
     let frame = |t: &Tensor<NdArray, 5>, f: usize| -> Vec<f32> { t.clone().narrow(2, f, 1).into_data().to_vec().unwrap() };
     let latent =
         |l: usize| -> Vec<f32> { (0..c).flat_map(|ch| values[(ch * frames + draw.start + l) * h * w..][..h * w].to_vec()).collect() };

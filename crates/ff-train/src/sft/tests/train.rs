@@ -18,7 +18,12 @@ type Ad = Autodiff<NdArray>;
 
 fn clip(frames: usize, seed: u64) -> LatentClip {
     let mut rng = TrainRng::new(seed);
-    LatentClip { latents: rng.normal_data(vec![16, frames, 4, 4]), prompt: rng.normal_data(vec![5, 24]), caption: format!("clip {seed}") }
+    LatentClip {
+        latents: rng.normal_data(vec![16, frames, 4, 4]),
+        prompt: rng.normal_data(vec![5, 24]),
+        crops: None,
+        caption: format!("clip {seed}"),
+    }
 }
 
 fn tiny_model(rank: usize) -> WanDit<Ad> {
@@ -92,7 +97,7 @@ fn gradients_reach_both_roles_and_cross_only_through_the_anchor_read() {
     // The renderer reads clean planner copies: its loss trains the planner role too.
     let layout = objective.layout(&draw.offsets);
     let device = Default::default();
-    let packed = crate::sft::pack::<Ad>(&clip.latents, &draw, &layout, &device);
+    let packed = crate::sft::pack::<Ad>(&clip.latents, None, &draw, &layout, &device);
     let group_loss = |g: Group| {
         let text = model.text_context(Tensor::<Ad, 2>::from_data(clip.prompt.clone(), &device).unsqueeze_dim(0));
         let prediction = model.forward_packed(
@@ -148,4 +153,87 @@ fn tiny_model_overfits_one_packed_clip() {
         ..clip
     };
     assert!(objective.loss(&model, &short, &mut TrainRng::new(3)).err().unwrap().to_string().contains("≥ 12 latent frames"));
+}
+
+#[test]
+fn sft_conditions_on_the_context_generate_builds() {
+    // Cross-attention has no key mask: the zero rows up to `text_len` change its output, so the
+    // SFT objective must see the exact context `generate` builds (`PromptEmbedding::to_context`).
+    let model = DitConfig::tiny().with_text_len(8).init::<Ad>(&Default::default());
+    let clip = clip(3, 4);
+    let objective = SftObjective::new(small_config()).unwrap();
+    let sft = objective.context(&model, &clip).unwrap();
+    let embedding = ff_model::text::PromptEmbedding { data: clip.prompt.clone(), truncated: false, original_len: 5 };
+    let generate = embedding.to_context::<Ad>(model.config().text_len, &Default::default()).unwrap().unsqueeze::<3>();
+    assert_eq!(sft.dims(), [1, 8, 24]);
+    assert_eq!(sft.into_data(), generate.into_data());
+}
+
+#[test]
+fn a_crops_first_latent_is_its_first_frame_encoded_alone_and_sft_trains_on_it() {
+    // The paper encodes the RGB crop: rebased position 0 is a causal first latent of one frame,
+    // as inference produces it. Reusing the clip's latents (the earlier behaviour, `crops: None`)
+    // gives the crop a first latent that summarises four frames.
+    let device = Default::default();
+    let vae = crate::dmd::tests::tiny_vae();
+    let video = Tensor::<NdArray, 5>::random([1, 3, 45, 16, 16], Distribution::Uniform(-1.0, 1.0), &device);
+    let latents = vae.normalize(vae.encode_mean(video.clone()).unwrap()).reshape([16, 12, 2, 2]).into_data();
+    let crops = crate::data::encode_crops(&vae, video.clone(), 8).unwrap();
+    assert_eq!(crops.shape.to_vec(), vec![4, 16, 8, 2, 2], "one crop of L − Δ latents per start latent 1..=Δ");
+    let alone = |o: usize| host(vae.normalize(vae.encode_mean(video.clone().narrow(2, 4 * o, 1)).unwrap()));
+    let crops_t = Tensor::<NdArray, 5>::from_data(crops.clone(), &device);
+    for o in 1..=4 {
+        assert_close(&host(crops_t.clone().narrow(0, o - 1, 1).narrow(2, 0, 1)), &alone(o), 1e-5);
+    }
+
+    // Phase 1 packs a crop from those latents: its position-0 frame is frame 4o encoded alone.
+    let objective = SftObjective::new(small_config()).unwrap();
+    let offsets = vec![1, 3];
+    let layout = objective.layout(&offsets);
+    let draw = Draw { start: 0, offsets, sigma: 0.5, noise: TensorData::zeros::<f32, _>([16, 12, 2, 2]) };
+    let first_of = |sequence: usize, crops: Option<&TensorData>| {
+        let f = layout.frames.iter().position(|f| f.sequence == sequence && f.position == 0).unwrap();
+        let packed = crate::sft::pack::<NdArray>(&latents, crops, &draw, &layout, &device);
+        host(packed.targets.narrow(2, f, 1).neg()) // ε = 0: the target is −x0
+    };
+    for (sequence, o) in [(1, 1), (2, 3)] {
+        assert_close(&first_of(sequence, Some(&crops)), &alone(o), 1e-5);
+        let reused = first_of(sequence, None);
+        assert!(reused.iter().zip(alone(o)).any(|(a, b)| (a - b).abs() > 1e-3), "the clip's latent {o} is not its frame {} alone", 4 * o);
+    }
+}
+
+fn host<const D: usize>(t: Tensor<NdArray, D>) -> Vec<f32> {
+    t.into_data().to_vec::<f32>().unwrap()
+}
+
+fn assert_close(got: &[f32], want: &[f32], tolerance: f32) {
+    assert_eq!(got.len(), want.len());
+    let worst = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    assert!(worst <= tolerance, "largest difference {worst}");
+}
+
+#[test]
+fn block_checkpointing_gives_the_gradients_of_the_full_graph() {
+    // `checkpointing = "blocks"` (Burn's balanced strategy) recomputes the memory-bound ops'
+    // outputs in the backward pass with the same kernels on the same inputs: the gradients are
+    // expected bit for bit (tolerance 0), every parameter of the model included.
+    use crate::engine::params::gradients;
+    use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+    use burn::module::AutodiffModule;
+    type Ck = Autodiff<NdArray, BalancedCheckpointing>;
+    let full = tiny_model(4);
+    let checkpointed = WanDit::<Ck>::from_inner(full.valid());
+    let objective = SftObjective::new(small_config()).unwrap();
+    let clip = clip(12, 6);
+    let draw = objective.draw(&clip, &mut TrainRng::new(8)).unwrap();
+    let bits = |map: crate::engine::params::ParamMap<NdArray>| -> Vec<(String, Vec<u32>)> {
+        map.into_iter().map(|(k, v)| (k, v.into_data().to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect())).collect()
+    };
+    let a = objective.loss_of(&full, &clip, &draw).unwrap().total;
+    let b = objective.loss_of(&checkpointed, &clip, &draw).unwrap().total;
+    assert_eq!(a.clone().into_scalar().to_bits(), b.clone().into_scalar().to_bits());
+    let (ga, gb) = (gradients(&full, &a.backward()), gradients(&checkpointed, &b.backward()));
+    assert!(ga.len() > 100 && ga.len() == gb.len(), "{} and {} gradients", ga.len(), gb.len());
+    assert_eq!(bits(ga), bits(gb));
 }
