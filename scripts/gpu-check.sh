@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The device checks of the backbone, schedule and block-sparse attention (issue 7) issues, as one
-# prepared run on one CUDA GPU.
+# The device checks of the backbone, schedule and block-sparse attention (issue 7) issues and of
+# issue 48 (full tables on Burn's attention, fusion on), as one prepared run on one CUDA GPU
+# (about 8 minutes on an H100/H200). The kernels' compile check needs no GPU:
+# scripts/check-cuda-kernels.sh.
 #
 # Here (build machine):  cargo build --release -p ff-cli --features cuda
 #                        mkdir -p .gpu && cp target/release/flashforward .gpu/
@@ -25,10 +27,18 @@ done
 "$BIN" bench dit --configs 1.3b --height 60 --width 104 --context 6 --devices cuda:0 --precision bf16 --iters 5 \
     | tee "$OUT/bench-dit-1.3b.txt"
 
-# Schedules on one GPU at L = 81 (serial and batched executors), traces for the per-forward cost.
-"$BIN" bench schedules --config 1.3b --random-weights --latents 81 --height 60 --width 104 --text-tokens 512 \
-    --devices cuda:0 --precision bf16 --schedules flashforward,self-forcing,hiar --executors serial,batched \
-    --trace "$OUT/traces" | tee "$OUT/bench-1.3b.txt"
+# FlashForward, Self-Forcing and HiAR on one GPU at 480p with random 1.3B weights, L = 21 and 81
+# (serial and batched executors; denoising-path seconds in the table), traces for the per-forward
+# cost, peak device memory sampled by nvidia-smi every 100 ms.
+for L in 21 81; do
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$OUT/bench-1.3b-L$L-mem.txt" &
+    smi=$!
+    "$BIN" bench schedules --config 1.3b --random-weights --latents "$L" --height 60 --width 104 --text-tokens 512 \
+        --devices cuda:0 --precision bf16 --schedules flashforward,self-forcing,hiar --executors serial,batched \
+        --trace "$OUT/traces-L$L" | tee "$OUT/bench-1.3b-L$L.txt"
+    kill "$smi"
+    echo "schedules L=$L: peak device memory $(sort -n "$OUT/bench-1.3b-L$L-mem.txt" | tail -1) MiB" | tee -a "$OUT/schedules-memory.txt"
+done
 
 # Block-sparse attention (issue 7). Device memory: nvidia-smi sampled every 100 ms during each run
 # (`bench attention`'s own peak_bytes counts host memory only).

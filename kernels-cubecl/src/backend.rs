@@ -6,7 +6,8 @@
 //! tensor ops, differentiable by Burn's autodiff) runs instead. Every model that attends takes
 //! `B: AttentionBackend`, so a kernel plugs in here for all callers.
 //!
-//! Implementations: `CubeBackend` (wgpu, cuda) launches the CubeCL kernels of [`crate::kernel`];
+//! Implementations: `CubeBackend` (wgpu, cuda) launches the CubeCL kernels of [`crate::kernel`]
+//! for block-sparse tables and Burn's attention op for full ones ([`AttentionBackend::full_attention`]);
 //! `Fusion<B>` registers them as custom operations of the fusion stream; NdArray and Flex run the
 //! CPU kernel of [`crate::cpu`] on f32 tensors (other dtypes take the portable path);
 //! `Autodiff<B>` (`autodiff.rs`) runs the inner kernel forward and differentiates through the
@@ -60,6 +61,18 @@ pub trait AttentionBackend: Backend {
         table: &BlockTable,
     ) -> Option<[FloatTensor<Self>; 3]> {
         let _ = (q, k, v, out, lse, grad, table);
+        None
+    }
+
+    /// Whether [`AttentionBackend::full_attention`] runs the backend's own attention op.
+    const FULL_ATTENTION: bool = false;
+
+    /// Dense attention, every query seeing every key, scale `1/sqrt(head_dim)`, through the
+    /// backend's own attention op: on Cube backends Burn's, which autotunes cubek's flash
+    /// attention (tensor cores on CUDA). Forward only: autodiff backends return `None` and keep
+    /// the block-sparse kernel with its FlashAttention-2 backward. `None`: no such op here.
+    fn full_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+        let _ = (q, k, v);
         None
     }
 
@@ -206,11 +219,18 @@ impl AttentionBackend for burn::backend::Flex {
 mod cube {
     use super::AttentionBackend;
     use crate::{BlockTable, kernel};
-    use burn::tensor::ops::FloatTensor;
+    use burn::tensor::ops::{FloatTensor, ModuleOps};
     use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
     impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> AttentionBackend for CubeBackend<R, F, I, BT> {
         const FUSED_ATTENTION: bool = true;
+
+        const FULL_ATTENTION: bool = true;
+
+        fn full_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+            // No explicit scale: an explicit one sends Burn to its naive fallback.
+            Some(<Self as ModuleOps<Self>>::attention(q, k, v, None, None, Default::default()))
+        }
 
         fn fused_attention_lse(
             q: FloatTensor<Self>,

@@ -1,7 +1,9 @@
 //! Block-sparse attention of the DiT: `attention(q, k, v, &table)` over
 //! `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]`, scale
 //! `1/sqrt(head_dim)`, with the keys each query may see given by a frame-level [`BlockTable`]
-//! (never a token-level mask). Every DiT self-attention goes through this one function: it runs
+//! (never a token-level mask). Every DiT self-attention goes through this one function: a full
+//! table (every query sees every key) runs the backend's own attention op where it has one
+//! ([`AttentionBackend::full_attention`]: Burn's, on Cube backends); otherwise it runs
 //! the backend's fused kernel ([`AttentionBackend::fused_attention`]: the CubeCL kernels of
 //! [`kernel`], the CPU kernel of [`cpu`]) where there is one, else the portable [`blockwise`] path
 //! in stock tensor ops.
@@ -43,6 +45,12 @@ use burn::tensor::Tensor;
 /// ```
 pub fn attention<B: AttentionBackend>(q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>, table: &BlockTable) -> Tensor<B, 4> {
     table.assert_tokens(q.dims()[2], k.dims()[2], v.dims()[2]);
+    if B::FULL_ATTENTION && table.is_full() {
+        let prim = |t: Tensor<B, 4>| t.into_primitive().tensor();
+        if let Some(out) = B::full_attention(prim(q.clone()), prim(k.clone()), prim(v.clone())) {
+            return Tensor::from_primitive(burn::tensor::TensorPrimitive::Float(out));
+        }
+    }
     let fused = match B::FUSED_ATTENTION {
         true => kernel_attention(q.clone(), k.clone(), v.clone(), table),
         false => None,

@@ -168,6 +168,13 @@ impl BlockTable {
         self.groups.iter().find(|g| g.frames.contains(&q)).is_some_and(|g| g.keys.iter().any(|r| r.contains(&k)))
     }
 
+    /// Whether every query token sees every key token and there are keys (a chunk forward over
+    /// its whole context, text cross-attention): dense attention needs no table at all.
+    pub fn is_full(&self) -> bool {
+        let (q, k) = self.tokens();
+        k > 0 && self.allowed_pairs() == q * k
+    }
+
     /// Query-token × key-token pairs that are allowed (the work a sparse kernel does).
     pub fn allowed_pairs(&self) -> usize {
         self.groups
@@ -193,6 +200,16 @@ mod tests {
         assert_eq!(table.group_key_tokens(&table.groups()[2]), vec![0..14]);
         assert!(table.is_allowed(1, 1) && !table.is_allowed(1, 2));
         assert_eq!(table.allowed_pairs(), 6 * 6 + 6 * 12 + 2 * 14);
+        assert!(!table.is_full());
+    }
+
+    /// Full tables (chunk forwards, text cross-attention) and only they go to dense attention.
+    #[test]
+    fn full_tables_are_recognised_and_keyless_ones_are_not() {
+        assert!(BlockTable::full(&[3, 3], &[2, 2, 5]).is_full());
+        assert!(BlockTable::from_rules(&[3, 3], &[2, 2], |_| [0, 1]).is_full());
+        assert!(!BlockTable::from_rules(&[3, 3], &[2, 2], |q| 0..q + 1).is_full());
+        assert!(!BlockTable::full(&[3], &[]).is_full());
     }
 
     #[test]

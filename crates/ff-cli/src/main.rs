@@ -45,6 +45,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Replay a schedule's graph on N devices with a fixed per-forward cost.
     Simulate(cmd::simulate::Args),
+    /// The project's GPU kernels as source (`kernels emit --target cuda --out DIR`).
+    Kernels(cmd::kernels::Args),
     /// Benchmarks: schedules, the DiT forward, the VAE decode, attention, training steps.
     Bench(cmd::bench::Args),
     /// The small world's data: MP4 clips and captions, the text encoder, latent shards.
@@ -70,6 +72,7 @@ fn main() -> std::process::ExitCode {
         Command::Plan(args) => cmd::plan::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Kernels(args) => cmd::kernels::run(args),
         Command::World(args) => cmd::world::run(args),
         Command::Eval(args) => cmd::eval::run(args),
         Command::Train(args) => cmd::train::run(args),

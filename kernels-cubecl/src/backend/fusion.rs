@@ -6,7 +6,10 @@
 
 use super::AttentionBackend;
 use crate::BlockTable;
-use burn::tensor::{DType, Shape, ops::FloatTensor};
+use burn::tensor::{
+    DType, Shape,
+    ops::{FloatTensor, ModuleOps},
+};
 use burn_fusion::stream::{Operation, OperationStreams};
 use burn_fusion::{Fusion, FusionBackend, FusionRuntime};
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorIr};
@@ -72,6 +75,13 @@ impl<B: FusionBackend + AttentionBackend> AttentionBackend for Fusion<B> {
         let op = ForwardOp::<B> { desc: desc.clone(), table: table.clone(), _b: PhantomData };
         let mut outputs = client.register(streams, OperationIr::Custom(desc), op).into_iter();
         Some((outputs.next()?, outputs.next()?))
+    }
+
+    const FULL_ATTENTION: bool = B::FULL_ATTENTION;
+
+    fn full_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+        // Burn's fusion backend records its attention op and runs the inner backend's.
+        B::FULL_ATTENTION.then(|| <Self as ModuleOps<Self>>::attention(q, k, v, None, None, Default::default()))
     }
 
     fn fused_attention_backward(

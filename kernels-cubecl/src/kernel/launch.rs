@@ -9,12 +9,12 @@ use burn_cubecl::{CubeRuntime, kernel::into_contiguous, ops::numeric::empty_devi
 use cubecl::prelude::*;
 
 /// Rows owned by one cube (one unit per row).
-const ROWS: usize = 32;
+pub(super) const ROWS: usize = 32;
 
 /// Rows staged through shared memory per step: `stage × dim ≤ 1024` f32, so the two staged
 /// operands take 8 KiB (within WebGPU's 16 KiB workgroup-memory floor); at most [`ROWS`], since
 /// the dK/dV kernel stages one row statistic per unit.
-fn stage(dim: usize) -> usize {
+pub(super) fn stage(dim: usize) -> usize {
     (1024 / dim).clamp(1, ROWS)
 }
 

@@ -11,6 +11,8 @@ pub mod plan;
 
 #[cfg(feature = "cube")]
 mod backward;
+#[cfg(feature = "emit-cuda")]
+pub mod emit;
 #[cfg(feature = "cube")]
 mod forward;
 #[cfg(feature = "cube")]

@@ -31,6 +31,7 @@ pub mod bench;
 pub mod encode_videos;
 pub mod eval;
 pub mod generate;
+pub mod kernels;
 pub mod plan;
 pub mod serve;
 pub mod simulate;
