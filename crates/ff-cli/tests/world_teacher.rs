@@ -55,13 +55,14 @@ fn world_text_latents_teacher_and_guided_sampling() {
     let out = train(&run_dir, "2", &config, &[]);
     assert!(out.trim_end().ends_with("transformer"), "{out}");
 
-    // `[teacher] init` starts a run from an export: with a zero rate and a frozen EMA its own
+    // `[teacher] init` starts a run from an export: with a zero rate and a frozen EMA (decay 1,
+    // no warm-up, which would average the weights with themselves in rounded steps) its own
     // export is the one it started from, byte for byte; from random weights it is not.
     let weights = |run: &Path| fs::read(run.join("transformer/diffusion_pytorch_model.safetensors")).unwrap();
     for (name, init) in [("continued", Some(run_dir.join("transformer"))), ("fresh", None)] {
         let config = root.0.join(format!("{name}.toml"));
         let init = init.map(|p| format!("init = {:?}\n", s(&p))).unwrap_or_default();
-        fs::write(&config, format!("[train]\nbatch = 2\nlr = 0.0\nema_decay = 1.0\n[teacher]\n{init}")).unwrap();
+        fs::write(&config, format!("[train]\nbatch = 2\nlr = 0.0\nema_decay = 1.0\nema_warmup = false\n[teacher]\n{init}")).unwrap();
         let out = root.0.join(name);
         train(&out, "1", &config, &[]);
         assert_eq!(weights(&out) == weights(&run_dir), name == "continued", "{name}");
@@ -119,7 +120,7 @@ fn world_text_latents_teacher_and_guided_sampling() {
     };
     let before = drawn();
     let config = root.0.join("grown.toml");
-    fs::write(&config, "[train]\nbatch = 2\nlr = 0.0\nema_decay = 1.0\n[teacher]\nlayers = 8\n").unwrap();
+    fs::write(&config, "[train]\nbatch = 2\nlr = 0.0\nema_decay = 1.0\nema_warmup = false\n[teacher]\nlayers = 8\n").unwrap();
     let grown = root.0.join("grown");
     train(&grown, "1", &config, &["--init", s(&model.join("transformer"))]);
     let exported: serde_json::Value = serde_json::from_slice(&fs::read(grown.join("transformer/config.json")).unwrap()).unwrap();
