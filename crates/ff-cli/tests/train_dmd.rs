@@ -12,10 +12,7 @@ use std::process::{Command, Output};
 
 mod common;
 
-use common::{Scratch, diffusers_dir, write};
-use ff_train::TrainRng;
-use ff_train::data::LatentClip;
-use ff_train::data::shards::{Encoders, ShardWriter};
+use common::{Scratch, diffusers_dir, write, write_clips};
 
 const DMD_TOML: &str = "[train]\nbatch = 1\nlr = 1e-3\nepsilon = 1e-6\ncheckpoint_every = 2\n\
 [dmd]\nlatents = 8\nstages = 2\nanchor_stride = 4\nplanner_block = 2\nchunk = 2\nhistory = 2\nplanner_context = 4\n\
@@ -55,19 +52,7 @@ fn phase1_run_to_dmd_run_that_generate_loads() {
     let (model, teacher, data) = (root.join("model"), root.join("teacher"), root.join("data"));
     diffusers_dir(&model);
     diffusers_dir(&teacher);
-    let encoders = Encoders { vae: "test-vae".into(), text: "test-text".into() };
-    let mut writer = ShardWriter::open(&data, encoders, 2).unwrap();
-    let mut rng = TrainRng::new(9);
-    for i in 0..2 {
-        let clip = LatentClip {
-            latents: rng.normal_data(vec![16, 8, 2, 2]),
-            prompt: rng.normal_data(vec![5, 24]),
-            crops: None,
-            caption: format!("clip {i}"),
-        };
-        writer.push(&format!("v{i}.mp4"), [16, 16], &clip).unwrap();
-    }
-    writer.finish().unwrap();
+    write_clips(&data, 2, [16, 8, 2, 2], [16, 16]);
     let path = |p: &Path| p.to_str().unwrap().to_string();
     let (sft_toml, dmd_toml) = (root.join("sft.toml"), root.join("dmd.toml"));
     write(

@@ -150,6 +150,24 @@ pub fn diffusers_dir(root: &Path) {
     write(&root.join("tokenizer/tokenizer.json"), tokenizer_json());
 }
 
+/// A dataset of `count` clips of random latents (`[C, L, h, w]`, no crops) and 5-token prompts
+/// for videos of `size` pixels, drawn from seed 9.
+pub fn write_clips(data: &Path, count: usize, latents: [usize; 4], size: [usize; 2]) {
+    let encoders = Encoders { vae: "test-vae".into(), text: "test-text".into() };
+    let mut writer = ShardWriter::open(data, encoders, 2).unwrap();
+    let mut rng = TrainRng::new(9);
+    for i in 0..count {
+        let clip = LatentClip {
+            latents: rng.normal_data(latents.to_vec()),
+            prompt: rng.normal_data(vec![5, 24]),
+            crops: None,
+            caption: format!("clip {i}"),
+        };
+        writer.push(&format!("v{i}.mp4"), size, &clip).unwrap();
+    }
+    writer.finish().unwrap();
+}
+
 /// Model directory (Wan layout, fixture DiT with an 8-token context) and a 3-clip dataset of
 /// 3 latents at 4×4 with 5-token prompts.
 pub fn setup_sft(root: &Path) -> (PathBuf, PathBuf) {
@@ -163,19 +181,7 @@ pub fn setup_sft(root: &Path) -> (PathBuf, PathBuf) {
     fs::write(model.join("config.json"), config.to_string()).unwrap();
     fs::copy(fixtures().join("wan_dit_tiny/weights_wan.safetensors"), model.join("diffusion_pytorch_model.safetensors")).unwrap();
     let data = root.join("data");
-    let encoders = Encoders { vae: "test-vae".into(), text: "test-text".into() };
-    let mut writer = ShardWriter::open(&data, encoders, 2).unwrap();
-    let mut rng = TrainRng::new(9);
-    for i in 0..3 {
-        let clip = LatentClip {
-            latents: rng.normal_data(vec![16, 12, 4, 4]),
-            prompt: rng.normal_data(vec![5, 24]),
-            crops: None,
-            caption: format!("clip {i}"),
-        };
-        writer.push(&format!("v{i}.mp4"), [32, 32], &clip).unwrap();
-    }
-    writer.finish().unwrap();
+    write_clips(&data, 3, [16, 12, 4, 4], [32, 32]);
     assert_eq!(ShardDataset::open(&data).unwrap().len(), 3);
     let toml = "[train]\nbatch = 2\nlr = 1e-3\nwarmup_steps = 1\ncheckpoint_every = 2\nlora_rank = 4\nlora_alpha = 4.0\n[sft]\nlatents = 12\nanchor_stride = 4\nplanner_block = 2\nchunk = 2\nhistory = 2\nrebased_crops = 2\n";
     fs::write(root.join("sft.toml"), toml).unwrap();
