@@ -231,7 +231,7 @@ impl<B: AttentionBackend> WanDit<B> {
         Ok(self.run(latents, timesteps, &[layout], text, Attend::Context(&SegmentContext::empty()), false, None)?.0)
     }
 
-    /// This device's shard of a context-parallel forward ([`super::parallel`]): `latents`
+    /// This device's shard of a context-parallel forward (`dit::parallel`, re-exported in `dit`): `latents`
     /// `[batch, C_in, shard.frames.len(), height, width]` and `timesteps` hold frames
     /// `shard.frames` of the whole forward, whose layout is `layout`; `reads` is the whole
     /// forward's ([`ShardReads`]). Returns the shard's prediction and, for a chunk forward, the

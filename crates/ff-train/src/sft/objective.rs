@@ -51,7 +51,7 @@ impl SftObjective {
 
     /// The text context `[1, text_len, text_dim]` the model reads for `clip`: its prompt
     /// embedding zero-padded to the DiT's `text_len`, the context `generate`, the teacher and
-    /// Phase 2 build ([`padded_prompt`], `PromptEmbedding::to_context`).
+    /// Phase 2 build (`padded_prompt`, `PromptEmbedding::to_context`).
     pub fn context<B: AttentionBackend>(&self, model: &WanDit<B>, clip: &LatentClip) -> Result<Tensor<B, 3>> {
         Ok(padded_prompt(model, &clip.prompt, &clip.caption)?.unsqueeze())
     }
