@@ -129,7 +129,25 @@ pub trait AttentionBackend: Backend {
         let _ = (x, weight, bias, time_pad, pad);
         None
     }
+
+    /// `region(inputs)` as one checkpointed region (activation checkpointing): an autodiff
+    /// backend runs it without recording anything, keeps only `inputs` for the backward pass,
+    /// and there runs `region` again with gradients, from which it takes the inputs' gradients
+    /// (`backend/checkpoint.rs`). Every tracked tensor `region` uses must be one of `inputs` (at
+    /// most [`CHECKPOINT_INPUTS`]); it may read untracked tensors it captured. Other backends
+    /// run `region(inputs)`.
+    fn checkpoint(inputs: Vec<FloatTensor<Self>>, region: Region<Self>) -> FloatTensor<Self> {
+        region(inputs)
+    }
 }
+
+/// A function of float tensors that [`AttentionBackend::checkpoint`] runs (and runs again in the
+/// backward pass): the same inputs give the same output.
+pub type Region<B> = std::sync::Arc<dyn Fn(Vec<FloatTensor<B>>) -> FloatTensor<B> + Send + Sync>;
+
+/// The most inputs one [`AttentionBackend::checkpoint`] region takes (a DiT block with two
+/// adapted roles has 4 activations and 51 parameters).
+pub const CHECKPOINT_INPUTS: usize = 96;
 
 /// The backend's fused kernel on tensors, or `None` where it has none.
 pub fn kernel_attention<B: AttentionBackend>(
@@ -258,5 +276,6 @@ mod cube {
 }
 
 mod autodiff;
+mod checkpoint;
 #[cfg(feature = "cube")]
 mod fusion;

@@ -16,7 +16,7 @@ pub mod cpu;
 pub mod kernel;
 mod table;
 
-pub use backend::{AttentionBackend, kernel_attention};
+pub use backend::{AttentionBackend, CHECKPOINT_INPUTS, Region, kernel_attention};
 pub use table::{BlockTable, QueryGroup};
 
 use burn::tensor::Tensor;

@@ -55,7 +55,9 @@ impl fmt::Display for DeviceSpec {
     }
 }
 
-/// Float precision of the weights and activations (bf16 needs CUDA).
+/// Float precision: of the backend for inference (`generate --precision bf16` needs CUDA), of
+/// the steps for training (`train --precision`, `bench train`: bf16 over f32 master weights,
+/// on any backend with bf16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Precision {
     F32,

@@ -76,6 +76,42 @@ fn trains_checkpoints_and_resumes_byte_identically() {
 }
 
 #[test]
+fn trains_in_bf16_with_block_checkpointing_and_resumes_byte_identically() {
+    // `--precision bf16` and `[train] checkpointing = "blocks"`: the effective config records
+    // both, the checkpoints hold f32 master weights, and 2 + 2 resumed steps give the bytes of 4.
+    let scratch = Scratch::new("bf16");
+    let root = &scratch.0;
+    setup(root);
+    let config = root.join("bf16.toml");
+    fs::write(&config, fs::read_to_string(root.join("sft.toml")).unwrap().replace("[train]\n", "[train]\ncheckpointing = \"blocks\"\n"))
+        .unwrap();
+    let args = |steps: &'static str| vec!["--steps", steps, "--precision", "bf16", "--config", config.to_str().unwrap()];
+    let log = ok(train(root, "straight", &args("4")));
+    assert!(log.contains("precision = \"bf16\"") && log.contains("checkpointing = \"blocks\""), "{log}");
+    ok(train(root, "resumed", &args("2")));
+    let saved = root.join("resumed/config.toml");
+    ok(train(root, "resumed", &["--steps", "4", "--resume", "--config", saved.to_str().unwrap()]));
+    let (straight, resumed) = (root.join("straight"), root.join("resumed"));
+    for file in ["model.safetensors", "ema.safetensors", "optimizer.safetensors"] {
+        let (a, b) = (straight.join("step-000004").join(file), resumed.join("step-000004").join(file));
+        assert!(fs::read(a).unwrap() == fs::read(b).unwrap(), "{file} differs");
+    }
+    let weights = safetensors::SafeTensors::deserialize(&fs::read(straight.join("step-000004/model.safetensors")).unwrap())
+        .unwrap()
+        .tensors()
+        .into_iter()
+        .map(|(_, t)| t.dtype())
+        .collect::<Vec<_>>();
+    assert!(!weights.is_empty() && weights.iter().all(|d| *d == safetensors::Dtype::F32), "{weights:?}");
+    let losses = |run: &Path| metrics(run).iter().map(|r| r["loss"].as_f64().unwrap()).collect::<Vec<_>>();
+    assert_eq!(losses(&resumed), losses(&straight));
+    // Against f32: close (the library's 20-step test bounds it), not equal.
+    ok(train(root, "f32", &["--steps", "4"]));
+    let (half, full) = (losses(&straight), losses(&root.join("f32")));
+    assert!(half != full && half.iter().zip(&full).all(|(a, b)| (a - b).abs() <= 0.05 * b), "bf16 {half:?}, f32 {full:?}");
+}
+
+#[test]
 fn refuses_bad_configs_and_runs_with_clear_errors() {
     let scratch = Scratch::new("errors");
     let root = &scratch.0;

@@ -1,6 +1,7 @@
 //! `Autodiff<B>` runs the inner backend's kernels forward and registers their backward kernels:
 //! attention (FlashAttention-2 from the saved log-sum-exp), the tanh GELU (from the saved input)
-//! and the rotary embedding (the inverse rotation; the cos/sin table is a constant).
+//! and the rotary embedding (the inverse rotation; the cos/sin table is a constant); checkpointed
+//! regions are `checkpoint.rs`.
 
 use super::AttentionBackend;
 use crate::BlockTable;
@@ -74,6 +75,10 @@ impl<B: AttentionBackend> Backward<B, 1> for FusedRopeBackward {
 }
 
 impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B, C> {
+    fn checkpoint(inputs: Vec<FloatTensor<Self>>, region: super::Region<Self>) -> FloatTensor<Self> {
+        super::checkpoint::checkpoint::<B, C>(inputs, region)
+    }
+
     const FUSED_ATTENTION: bool = B::FUSED_ATTENTION;
 
     fn fused_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, table: &BlockTable) -> Option<FloatTensor<Self>> {

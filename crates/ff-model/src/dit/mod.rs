@@ -14,6 +14,7 @@ mod parallel;
 mod rope;
 #[cfg(test)]
 mod tests;
+mod training;
 mod window;
 
 pub use crate::lora::Role;
@@ -27,4 +28,5 @@ pub use load::{DIT_KEY_RULES, dit_key_remap};
 pub use model::{ChunkOutput, WanDit};
 pub use parallel::{KvExchange, Shard, ShardReads, ThreadGather, context_parallel, shard_frames};
 pub use rope::{Rope, RopeTable};
+pub use training::is_f32_island;
 pub use window::KvWindow;

@@ -25,6 +25,7 @@ use super::kv::{ChunkKv, KvContext, SegmentContext, TextContext};
 use super::layout::{FrameLayout, SegmentMask};
 use super::parallel::{Shard, ShardReads};
 use super::rope::Rope;
+use super::training::checkpointed_block;
 use crate::error::{ModelError, Result};
 use crate::lora::{LoraConfig, Role, RoleSelect};
 use burn::module::{Module, Param};
@@ -82,6 +83,10 @@ pub struct WanDit<B: AttentionBackend> {
     /// The hyper-parameters it was built from.
     #[module(skip)]
     pub config: DitConfig,
+    /// Whether each block of a packed forward is a checkpointed region
+    /// ([`WanDit::with_block_checkpointing`]).
+    #[module(skip)]
+    pub checkpoint_blocks: bool,
 }
 
 /// Prediction and published K/V of a chunk forward.
@@ -105,6 +110,7 @@ impl DitConfig {
             head: Head::new(d, self.patch_out(), self.eps, device),
             role_embedding: None,
             config: self.clone(),
+            checkpoint_blocks: false,
         }
         .materialized()
     }
@@ -163,9 +169,10 @@ impl<B: AttentionBackend> WanDit<B> {
         Self { time_embedding, blocks: self.blocks.iter().map(|b| b.merge(role)).collect(), role_embedding: None, ..self.clone() }
     }
 
-    /// Float dtype of the parameters (the token path's dtype).
+    /// Float dtype of the token path's parameters (the f32 islands' may differ:
+    /// [`WanDit::with_precision`]).
     pub fn dtype(&self) -> DType {
-        self.time_projection.weight.val().dtype()
+        self.patch_embedding.conv.weight.val().dtype()
     }
 
     /// Embeds a prompt once: `context [batch, text_tokens, text_dim]` → per-layer cross K/V.
@@ -317,7 +324,15 @@ impl<B: AttentionBackend> WanDit<B> {
         let dtype = self.dtype();
         let mut x = self.patch_embedding.forward(latents.cast(dtype)).reshape([b, fp, hp * wp, dim]);
         let mut published = Vec::with_capacity(if publish { self.blocks.len() } else { 0 });
+        let checkpointed = match (&attend, shard) {
+            (Attend::Packed(table), None) if self.checkpoint_blocks && !publish => Some(table),
+            _ => None,
+        };
         for (layer, block) in self.blocks.iter().enumerate() {
+            if let Some(table) = checkpointed {
+                x = checkpointed_block(block, x, e.clone(), &rope, &roles, &text.layers[layer], table, layer);
+                continue;
+            }
             let pending = block.begin(x, e.clone(), &rope, &roles);
             let keys = match shard {
                 None => pending.own.clone(),

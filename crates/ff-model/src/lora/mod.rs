@@ -148,7 +148,10 @@ impl<B: Backend> LoraLinear<B> {
                 None => y,
             },
             RoleSelect::Mixed(masks) => masks.iter().fold(y, |y, (role, mask)| match self.delta(*role, x.clone()) {
-                Some(d) => y + d * mask.clone(),
+                Some(d) => {
+                    let mask = mask.clone().cast(d.dtype());
+                    y + d * mask
+                }
                 None => y,
             }),
         }

@@ -41,13 +41,27 @@ impl Trainable {
 pub enum Checkpointing {
     /// Every activation an op needs for its gradient is kept from the forward pass.
     None,
-    /// Burn's `BalancedCheckpointing` strategy of `Autodiff<B, C>`: the outputs of memory-bound
-    /// ops (element-wise maps, norms' arithmetic, modulation, GELU, ...) are recomputed during
-    /// the backward pass from kept inputs instead of being stored. The gradients are bit-identical
-    /// (same kernels on the same inputs). Measured at the `small` preset it does not lower the
-    /// step's peak memory, it raises it (docs/BENCHMARKS.md, section 9); per-block recompute is
-    /// not implemented.
+    /// Per-block recompute ([`ff_model::WanDit::with_block_checkpointing`]): the backward pass
+    /// keeps each DiT block's input of a packed forward (Phase 1's layout) and runs the block
+    /// again to differentiate it. The gradients are those without checkpointing, bit for bit at
+    /// the tested sizes (the same ops on the same values). Forwards over published K/V (Phase 2's
+    /// rollouts) keep their activations. A DiT setting: other trained modules refuse it.
     Blocks,
+}
+
+/// The dtype a step's forward and backward run in (`[train] precision`). The trained
+/// parameters, their gradients, the AdamW moments, the EMA and the checkpoints are f32 in
+/// either.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Everything in f32.
+    F32,
+    /// The DiT's token path in bf16 on a cast of the f32 master weights
+    /// ([`ff_model::WanDit::with_precision`]); its f32 islands (time embedding, modulation,
+    /// norms before modulation, RoPE, the residual stream) in f32 as at inference. A DiT
+    /// setting: other trained modules refuse it.
+    Bf16,
 }
 
 /// The engine's hyper-parameters.
@@ -121,6 +135,9 @@ pub struct TrainConfig {
     /// Activation checkpointing of the backward pass ([`Checkpointing`]).
     #[config(default = "Checkpointing::None")]
     pub checkpointing: Checkpointing,
+    /// The dtype of a step's forward and backward ([`Precision`]).
+    #[config(default = "Precision::F32")]
+    pub precision: Precision,
     /// Read the next step's clips on a thread while a step runs (one step ahead at most); the
     /// clips and hence the run are the same either way.
     #[config(default = true)]

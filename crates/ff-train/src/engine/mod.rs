@@ -7,6 +7,8 @@
 //! * [`Optimizer`]: Burn's AdamW with β₁, β₂, ε and weight decay set explicitly, state by
 //!   parameter path; [`clip_global_norm`]: clipping by the norm over all gradients.
 //! * [`Ema`]: the moving average used for evaluation and export.
+//! * [`StepModule`]: what a step runs: the DiT in bf16 over f32 master weights
+//!   ([`Precision`]), its blocks recomputed in the backward pass ([`Checkpointing`]).
 //! * [`grow`]: a trained DiT deepened to more blocks, computing what it did, to train further.
 //! * Gradient accumulation to the global batch and data parallel over devices and nodes (one
 //!   worker thread per device, one process per node, gradients summed by burn-collective's
@@ -15,6 +17,7 @@
 //! Parameters, gradients, moments and averages are maps from module path to a flattened tensor
 //! ([`params`]); checkpoints ([`crate::checkpoint`]) save them by that name.
 
+mod compute;
 mod config;
 mod ema;
 mod grow;
@@ -25,7 +28,8 @@ pub mod params;
 pub(crate) mod tests;
 mod trainer;
 
-pub use config::{Checkpointing, TrainConfig, Trainable};
+pub use compute::StepModule;
+pub use config::{Checkpointing, Precision, TrainConfig, Trainable};
 pub use ema::Ema;
 pub use grow::grow;
 pub use optim::{Moments, Optimizer, clip_global_norm};

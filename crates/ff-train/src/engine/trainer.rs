@@ -18,6 +18,7 @@
 //! The trained module `M` is the student DiT by default; any Burn module trains the same way
 //! (the codec: `Trainer<B, WanVae<B>>` with `trainable = "all"`).
 
+use super::compute::StepModule;
 use super::config::TrainConfig;
 use super::ema::Ema;
 use super::optim::{Optimizer, clip_global_norm};
@@ -97,7 +98,7 @@ impl<B, M> Trainer<B, M>
 where
     B: AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
-    M: AutodiffModule<B> + Send,
+    M: AutodiffModule<B> + StepModule + Send,
 {
     /// A run from step 0 training the parameters of `model` that `config.trainable` selects
     /// (every one for `"all"`), over a dataset of `clips` clips. `model` lives on `devices[0]`;
@@ -108,6 +109,7 @@ where
         if clips == 0 {
             return Err(TrainError::Config("the dataset holds no clips".into()));
         }
+        model.for_step(&config)?;
         let trainable = config.trainable;
         let model = set_trainable(model, |p| trainable.contains(p));
         let ema = Ema::new(config.ema_decay, config.ema_warmup, params(&model.valid(), |p| trainable.contains(p)));
@@ -213,7 +215,7 @@ where
         let (model, devices, nodes) = (&self.model, &self.devices, &self.nodes);
         let (result, read_ahead) = std::thread::scope(|s| {
             let loader = (!next.is_empty()).then(|| s.spawn(|| next.iter().map(|&i| data.get(i)).collect::<Vec<_>>()));
-            let result = parallel::run(model, devices, nodes, &layout, first_job, objective, shares, 1.0 / batch as f64);
+            let result = parallel::run(model, &self.config, devices, nodes, &layout, first_job, objective, shares, 1.0 / batch as f64);
             (result, loader.and_then(|l| l.join().ok()))
         });
         let (grads, losses) = result?;

@@ -9,10 +9,9 @@ use super::steps::Engine;
 use super::{Outcome, Plan, Progress, drive};
 use crate::checkpoint::latest;
 use crate::data::{ClipSource, ShardDataset};
-use crate::engine::{Checkpointing, Nodes, Trainer};
+use crate::engine::{Nodes, Trainer};
 use crate::{Objective, Result, TrainError};
 use burn::backend::Autodiff;
-use burn::backend::autodiff::checkpoint::strategy::{BalancedCheckpointing, CheckpointStrategy, NoCheckpointing};
 use burn::tensor::backend::Backend;
 use ff_model::io::write_atomic;
 use ff_model::{AttentionBackend, DitConfig, LoraConfig, WanDit};
@@ -143,10 +142,9 @@ pub fn save_effective_config<C: Serialize + DeserializeOwned>(config: &RunConfig
 }
 
 /// Trains `session` with `objective` on `devices` (one data-parallel worker each, on this node of
-/// `session.nodes`; f32 keeps
-/// optimizer state, EMA and checkpoints in f32): the start DiT or the resume checkpoint, then
-/// [`drive`] to the end or until `stop` is set. `[train] checkpointing` picks the autodiff
-/// strategy (`Autodiff<B>` or `Autodiff<B, BalancedCheckpointing>`).
+/// `session.nodes`; the trained weights, optimizer state, EMA and checkpoints are f32 whatever
+/// `[train] precision` is): the start DiT or the resume checkpoint, then [`drive`] to the end or
+/// until `stop` is set.
 pub fn train<B, C, O>(
     session: &Session<C>,
     objective: &O,
@@ -156,38 +154,12 @@ pub fn train<B, C, O>(
 ) -> Result<Outcome>
 where
     B: AttentionBackend,
-    O: Objective<Autodiff<B>> + Objective<Autodiff<B, BalancedCheckpointing>> + Sync,
+    O: Objective<Autodiff<B>> + Sync,
 {
-    let run = Run { session, objective, stop };
-    match session.config.train.checkpointing {
-        Checkpointing::None => run.on::<B, NoCheckpointing>(devices, progress),
-        Checkpointing::Blocks => {
-            tracing::warn!(
-                "checkpointing = \"blocks\" is Burn's BalancedCheckpointing: same gradients, but at the small preset a higher peak memory (docs/BENCHMARKS.md)"
-            );
-            run.on::<B, BalancedCheckpointing>(devices, progress)
-        }
-    }
-}
-
-/// What [`train`] runs, before the backend's checkpointing strategy is picked.
-struct Run<'a, C, O> {
-    session: &'a Session<C>,
-    objective: &'a O,
-    stop: &'a AtomicBool,
-}
-
-impl<C, O> Run<'_, C, O> {
-    /// The run on `Autodiff<B, S>`.
-    fn on<B: AttentionBackend, S: CheckpointStrategy>(self, devices: Vec<B::Device>, progress: &mut dyn FnMut(Progress)) -> Result<Outcome>
-    where
-        O: Objective<Autodiff<B, S>> + Sync,
-    {
-        let (session, train) = (self.session, &self.session.config.train);
-        Autodiff::<B, S>::seed(&devices[0], train.seed);
-        let model = session.start.model::<Autodiff<B, S>>(&train.lora(), &devices[0])?;
-        let trainer = Trainer::new(train.clone(), model, devices, session.data.len())?.with_nodes(session.nodes.clone())?;
-        let mut engine = Engine { trainer, objective: self.objective, base: session.start.base() };
-        drive(&session.plan(), &session.data, &mut engine, self.stop, progress)
-    }
+    let train = &session.config.train;
+    Autodiff::<B>::seed(&devices[0], train.seed);
+    let model = session.start.model::<Autodiff<B>>(&train.lora(), &devices[0])?;
+    let trainer = Trainer::new(train.clone(), model, devices, session.data.len())?.with_nodes(session.nodes.clone())?;
+    let mut engine = Engine { trainer, objective, base: session.start.base() };
+    drive(&session.plan(), &session.data, &mut engine, stop, progress)
 }

@@ -1,5 +1,7 @@
 //! `flashforward bench train`: one Phase 1 step (packed forward + backward + Burn AdamW step with
-//! the paper's values) of random-weight presets on random latents: steps/s and, on the CPU, the
+//! the paper's values) of random-weight presets on random latents, in f32 or in bf16 over f32
+//! master weights, with or without per-block checkpointing (the trainer's step forms,
+//! `ff_train::engine::StepModule`): steps/s and, on the CPU, the
 //! process's peak resident memory during the step (`VmHWM` after resetting it through
 //! `/proc/self/clear_refs`: it includes the weights and optimizer state already held). Then the
 //! memory plan of the paper's layout at the 1.3B shape, by arithmetic (composition below), and
@@ -18,9 +20,9 @@
 use super::{StepShape, gib, param_counts, proc_status};
 use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
-use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
+use burn::tensor::DType;
 use ff_model::AttentionBackend;
 use ff_model::dit::{DitConfig, WanDit};
 use ff_model::lora::LoraConfig;
@@ -40,13 +42,16 @@ pub struct Args {
     /// Device: cpu, cuda:N, wgpu:N.
     #[arg(long, default_value = "cpu")]
     devices: DeviceSpec,
+    /// The dtype of the step's forward and backward (`[train] precision`): `bf16` runs the DiT's
+    /// token path in bf16 on a cast of f32 master weights (any backend with bf16: CPU, CUDA).
     #[arg(long, value_enum, default_value = "f32")]
     precision: Precision,
     /// Timed steps (after one warm-up step).
     #[arg(long, default_value_t = 2)]
     iters: usize,
     /// Activation checkpointing of the backward pass (`[train] checkpointing`): `none` or
-    /// `blocks`. Compare peaks across separate runs: the allocator keeps freed pages resident.
+    /// `blocks` (each block recomputed in the backward pass). Compare peaks across separate runs:
+    /// the allocator keeps freed pages resident.
     #[arg(long, value_enum, default_value = "none")]
     checkpointing: CheckpointingArg,
 }
@@ -93,10 +98,7 @@ struct Bench<'a> {
 impl BackendTask for Bench<'_> {
     type Output = Row;
     fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> anyhow::Result<Row> {
-        match self.args.checkpointing {
-            CheckpointingArg::None => bench::<Autodiff<B>>(self.name, self.args, &devices[0]),
-            CheckpointingArg::Blocks => bench::<Autodiff<B, BalancedCheckpointing>>(self.name, self.args, &devices[0]),
-        }
+        bench::<Autodiff<B>>(self.name, self.args, &devices[0])
     }
 }
 
@@ -125,8 +127,14 @@ where
     let frames = objective.layout(&objective.draw(&clip, &mut rng.clone())?.offsets).len();
     let mut optim =
         AdamWConfig::new().with_beta_1(0.0).with_beta_2(0.999).with_weight_decay(0.01).with_epsilon(1e-8).init::<B, WanDit<B>>();
+    let dtype = match a.precision {
+        Precision::F32 => DType::F32,
+        Precision::Bf16 => DType::BF16,
+    };
+    let checkpointing = a.checkpointing == CheckpointingArg::Blocks;
     let mut step = |model: WanDit<B>| -> anyhow::Result<WanDit<B>> {
-        let loss = objective.loss(&model, &clip, &mut rng)?;
+        let compute = model.clone().with_precision(dtype).with_block_checkpointing(checkpointing);
+        let loss = objective.loss(&compute, &clip, &mut rng)?;
         let grads = GradientsParams::from_grads(loss.total.backward(), &model);
         let model = optim.step(1e-5, model, grads);
         B::sync(device).map_err(|e| anyhow::anyhow!("device sync: {e:?}"))?;
@@ -241,7 +249,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let mem = |b: Option<u64>| b.map_or("-".to_string(), gib);
     for name in &a.shape.configs {
-        let r = dispatch(&a.devices, a.precision, Bench { name, args: &a })?;
+        let r = dispatch(&a.devices, Precision::F32, Bench { name, args: &a })?;
         println!(
             "| {} | {} | {} | {} | {:.3} | {:.3} | {} | {} |",
             r.preset,

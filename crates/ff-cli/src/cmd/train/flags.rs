@@ -1,9 +1,10 @@
 //! The flags every `train` subcommand takes, and how they apply over the run's config
 //! (`ff_train::runner::RunConfig`: the TOML file's keys over the defaults, the flags over both).
 
+use crate::backend::Precision;
 use anyhow::{Result, anyhow};
 use ff_train::TrainError;
-use ff_train::engine::Nodes;
+use ff_train::engine::{Nodes, Precision as TrainPrecision};
 use ff_train::runner::{CONFIG_FILE, RunConfig};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -43,6 +44,10 @@ pub struct RunFlags {
     /// HOST:PORT of node 0's coordinator (with --nodes > 1). Node r also listens on PORT + 1 + r.
     #[arg(long)]
     pub coordinator: Option<String>,
+    /// The dtype of the steps' forward and backward (`train.precision`): `bf16` runs the DiT's
+    /// token path in bf16 over f32 master weights (optimizer state, EMA and checkpoints stay f32).
+    #[arg(long, value_enum)]
+    pub precision: Option<Precision>,
     /// Seconds a node waits for the others in a step's all-reduce before it stops with an error
     /// (a node that died or hangs); longer than the slowest node's step.
     #[arg(long, default_value_t = 600)]
@@ -87,6 +92,12 @@ pub fn apply<O: Serialize + DeserializeOwned>(
     }
     config.train.steps = flags.steps.unwrap_or(config.train.steps);
     config.train.seed = flags.seed.unwrap_or(config.train.seed);
+    if let Some(precision) = flags.precision {
+        config.train.precision = match precision {
+            Precision::F32 => TrainPrecision::F32,
+            Precision::Bf16 => TrainPrecision::Bf16,
+        };
+    }
     Ok(config)
 }
 

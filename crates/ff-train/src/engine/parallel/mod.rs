@@ -22,6 +22,8 @@
 
 pub mod collective;
 
+use super::compute::StepModule;
+use super::config::TrainConfig;
 use super::params::{ParamMap, add, gradients};
 use crate::data::LatentClip;
 use crate::objective::Objective;
@@ -57,10 +59,17 @@ struct Share<B: Backend> {
     losses: Vec<ClipLoss>,
 }
 
-/// Runs the micro-batches of one device: each micro-batch's clip losses ([`Objective::losses`],
-/// one batched forward where the objective has one) are summed, scaled by `scale` and
-/// back-propagated once; the gradients of the micro-batches are summed.
-fn run_share<B, M, C, O>(model: &M, objective: &O, micro_batches: Vec<Vec<Job<C>>>, scale: f64) -> Result<Share<B::InnerBackend>>
+/// Runs the micro-batches of one device on `model` (the step's form of `leaves`:
+/// [`StepModule::for_step`]): each micro-batch's clip losses ([`Objective::losses`], one batched
+/// forward where the objective has one) are summed, scaled by `scale` and back-propagated once;
+/// the gradients at `leaves`' parameters of the micro-batches are summed.
+fn run_share<B, M, C, O>(
+    model: &M,
+    leaves: &M,
+    objective: &O,
+    micro_batches: Vec<Vec<Job<C>>>,
+    scale: f64,
+) -> Result<Share<B::InnerBackend>>
 where
     B: AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
@@ -83,7 +92,7 @@ where
         }
         if let Some(total) = total {
             let g = (total * scale).backward();
-            grads = add(grads, gradients(model, &g));
+            grads = add(grads, gradients(leaves, &g));
         }
     }
     Ok(Share { grads, losses })
@@ -148,10 +157,12 @@ impl Layout {
 
 /// Runs `shares[w]` (micro-batches of jobs) on `devices[w]`, one thread per device, and returns
 /// the gradients summed over all workers of all `nodes` on `devices[0]` with the clips' losses in
-/// batch order. This node's clips start at index `first_job` of the batch.
+/// batch order. This node's clips start at index `first_job` of the batch. Each worker steps the
+/// form of its replica that `config` gives ([`StepModule::for_step`]).
 #[allow(clippy::too_many_arguments)]
 pub fn run<B, M, C, O>(
     model: &M,
+    config: &TrainConfig,
     devices: &[B::Device],
     nodes: &Nodes,
     layout: &Layout,
@@ -163,7 +174,7 @@ pub fn run<B, M, C, O>(
 where
     B: AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
-    M: AutodiffModule<B> + Send,
+    M: AutodiffModule<B> + StepModule + Send,
     C: Send,
     O: Objective<B, M, C> + Sync,
 {
@@ -188,8 +199,9 @@ where
                 let replica = model.clone().fork(device);
                 let (collective, start) = (collective.as_ref(), starts[w]);
                 s.spawn(move || {
-                    let share = catch_unwind(AssertUnwindSafe(|| run_share(&replica, objective, share, scale)))
-                        .unwrap_or_else(|_| Err(TrainError::Worker("a worker thread panicked".into())));
+                    let run = || run_share(&replica.for_step(config)?, &replica, objective, share, scale);
+                    let share =
+                        catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|_| Err(TrainError::Worker("a worker thread panicked".into())));
                     let reduced =
                         collective.map(|c| c.all_reduce(c.peers[w], layout.pack(&share, start, device)).and_then(|r| layout.unpack(r)));
                     (share, reduced)

@@ -1,6 +1,7 @@
 //! Tests of the Phase 1 objective on `NdArray` / `Autodiff<NdArray>` with tiny shapes.
 
 mod layout;
+mod precision;
 mod train;
 
 use super::SftConfig;
