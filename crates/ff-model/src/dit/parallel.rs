@@ -31,11 +31,10 @@
 //!   model charges it (`ff_sched::sim::comm`).
 //!
 //! Tensors move between devices with Burn's `to_device`, so this works on every backend. Under
-//! Autodiff the move is differentiable (gradients flow back to the shard that computed the K/V),
-//! but a sharded step built on concurrent threads is **not yet reliable**: at 3 shards about one
-//! run in three gives gradients off by percents (the predictions and loss stay right), a race
-//! while the shards' threads build one autodiff graph together, not yet found. Nothing in
-//! training shards a step yet; the test that shows it is ignored with this reason.
+//! Autodiff the move is differentiable (gradients flow back to the shard that computed the K/V);
+//! the shards' threads build one autodiff graph together, which needs the vendored burn-autodiff
+//! (0.21.0 lost an op registered while another thread merged its graph away: about one sharded
+//! step in three at 3 shards got wrong gradients).
 //! [`ThreadGather`] connects shards that run on different threads (the executors' workers,
 //! or [`context_parallel`]'s scoped threads) over channels, one per ordered pair of shards.
 

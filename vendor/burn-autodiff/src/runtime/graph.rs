@@ -87,24 +87,26 @@ impl GraphMutexClient {
     /// # Returns
     /// An `Arc<Graph>` representing the selected or newly created stream.
     fn graph(node: NodeId, parents: &[Parent]) -> Arc<Graph> {
-        let mut state = STATE.lock();
+        Self::select(&mut STATE.lock(), node, parents)
+    }
 
-        match state.as_mut() {
-            Some(locator) => locator.select(node, parents),
-            None => {
-                let mut locator = GraphLocator::default();
-                let stream = locator.select(node, parents);
-                *state = Some(locator);
-                stream
-            }
-        }
+    /// [`GraphMutexClient::graph`] under a lock of the locator the caller holds.
+    fn select(state: &mut Option<GraphLocator>, node: NodeId, parents: &[Parent]) -> Arc<Graph> {
+        state
+            .get_or_insert_with(GraphLocator::default)
+            .select(node, parents)
     }
 }
 
 impl AutodiffClient for GraphMutexClient {
     fn register(&self, node_id_ref: NodeRefCount, step: StepBoxed, actions: CheckpointerBuilder) {
         let node_id = *node_id_ref;
-        let graph = GraphMutexClient::graph(node_id, step.parents());
+        // Patched (flashforward): the graph is selected and the step registered into it under
+        // the locator's lock. Between the two, a thread building on the same graph could merge
+        // it into another one (emptying it), and the step registered into the emptied graph was
+        // lost: wrong gradients when several threads build one graph (context-parallel shards).
+        let mut locator = STATE.lock();
+        let graph = GraphMutexClient::select(&mut locator, node_id, step.parents());
         let mut state = graph.state.lock();
 
         state.server.register(node_id_ref, step, actions);
