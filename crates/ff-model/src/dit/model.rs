@@ -25,7 +25,7 @@ use super::kv::{ChunkKv, KvContext, SegmentContext, TextContext};
 use super::layout::{FrameLayout, SegmentMask};
 use super::parallel::{Shard, ShardReads};
 use super::rope::Rope;
-use super::training::checkpointed_block;
+use super::training::{checkpointed_block, sharded_packed};
 use crate::error::{ModelError, Result};
 use crate::lora::{LoraConfig, Role, RoleSelect};
 use burn::module::{Module, Param};
@@ -87,6 +87,10 @@ pub struct WanDit<B: AttentionBackend> {
     /// ([`WanDit::with_block_checkpointing`]).
     #[module(skip)]
     pub checkpoint_blocks: bool,
+    /// The devices each packed forward is sharded across (context parallelism; none or one: not
+    /// sharded; [`WanDit::with_context_parallel`]).
+    #[module(skip)]
+    pub context_parallel: Vec<B::Device>,
 }
 
 /// Prediction and published K/V of a chunk forward.
@@ -111,6 +115,7 @@ impl DitConfig {
             role_embedding: None,
             config: self.clone(),
             checkpoint_blocks: false,
+            context_parallel: Vec::new(),
         }
         .materialized()
     }
@@ -208,7 +213,8 @@ impl<B: AttentionBackend> WanDit<B> {
         Ok(ChunkOutput { prediction, kv: ChunkKv { layers: kv } })
     }
 
-    /// Several frames in one sequence under frame-level attention rules (differentiable).
+    /// Several frames in one sequence under frame-level attention rules (differentiable); sharded
+    /// by frames across [`WanDit::with_context_parallel`]'s devices when it has several.
     pub fn forward_packed(
         &self,
         latents: Tensor<B, 5>,
@@ -217,6 +223,9 @@ impl<B: AttentionBackend> WanDit<B> {
         text: &TextContext<B>,
         mask: &SegmentMask,
     ) -> Result<Tensor<B, 5>> {
+        if self.context_parallel.len() > 1 {
+            return sharded_packed(self, latents, timesteps, layout, text, mask);
+        }
         let table = self.packed_table(&latents, layout, mask)?;
         Ok(self.run(latents, timesteps, std::slice::from_ref(layout), text, Attend::Packed(table), false, None)?.0)
     }

@@ -11,12 +11,20 @@
 //!   ([`AttentionBackend::checkpoint`]): the backward pass keeps each block's input and
 //!   recomputes the block. Other forwards (chunks over published K/V, context-parallel shards)
 //!   keep their activations.
+//! * [`WanDit::with_context_parallel`]: each packed forward sharded by whole frames across
+//!   devices ([`context_parallel`]: one scoped thread per shard, K/V all-gathered per layer), the
+//!   prediction gathered on the latents' device. Differentiable: the shards' parts of the graph
+//!   meet at the gathered prediction and at the parameters (moved to each shard's device by
+//!   differentiable `to_device`).
 
 use super::attention::Attend;
 use super::block::DitBlock;
-use super::kv::LayerKv;
+use super::kv::{LayerKv, TextContext};
+use super::layout::{FrameLayout, SegmentMask};
 use super::model::WanDit;
+use super::parallel::{ShardReads, context_parallel};
 use super::rope::RopeTable;
+use crate::error::Result;
 use crate::lora::RoleSelect;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::ops::FloatTensor;
@@ -63,6 +71,43 @@ impl<B: AttentionBackend> WanDit<B> {
     pub fn with_block_checkpointing(self, on: bool) -> Self {
         Self { checkpoint_blocks: on, ..self }
     }
+
+    /// This model with each packed forward sharded across `devices` (fewer than two: not
+    /// sharded).
+    pub fn with_context_parallel(self, devices: Vec<B::Device>) -> Self {
+        Self { context_parallel: devices, ..self }
+    }
+}
+
+/// [`WanDit::forward_packed`] sharded across `model.context_parallel` (module docs).
+pub(super) fn sharded_packed<B: AttentionBackend>(
+    model: &WanDit<B>,
+    latents: Tensor<B, 5>,
+    timesteps: &[Vec<f64>],
+    layout: &FrameLayout,
+    text: &TextContext<B>,
+    mask: &SegmentMask,
+) -> Result<Tensor<B, 5>> {
+    let home = latents.device();
+    let pt = model.config.patch_size[0];
+    let devices = &model.context_parallel;
+    let parts = context_parallel::<B, _>(devices, layout.len(), |s, shard| {
+        let device = &devices[s];
+        let here = |t: Tensor<B, 4>| if *device == home { t } else { t.to_device(device) };
+        let (replica, text) = match *device == home {
+            true => (model.clone(), text.clone()),
+            false => {
+                let layers = text.layers.iter().map(|l| LayerKv { k: here(l.k.clone()), v: here(l.v.clone()) }).collect();
+                (model.clone().to_device(device), TextContext { layers })
+            }
+        };
+        let frames = shard.frames.clone();
+        let mine = latents.clone().narrow(2, frames.start * pt, frames.len() * pt).to_device(device);
+        let steps: Vec<Vec<f64>> = timesteps.iter().map(|t| t.get(frames.clone()).map(<[f64]>::to_vec).unwrap_or_default()).collect();
+        let out = replica.forward_shard(shard, mine, &steps, layout, &text, ShardReads::Packed(mask))?;
+        Ok(out.prediction.to_device(&home))
+    })?;
+    Ok(Tensor::cat(parts, 2))
 }
 
 /// The float parameters of `module`, in visiting order.

@@ -46,7 +46,7 @@ pub fn save_module<B, M>(run: &Path, trainer: &Trainer<B, M>, model_config: serd
 where
     B: AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
-    M: AutodiffModule<B> + crate::engine::StepModule + Send,
+    M: AutodiffModule<B> + crate::engine::StepModule<B> + Send,
 {
     let state = ModuleCheckpointState {
         step: trainer.step,
@@ -112,7 +112,7 @@ pub fn restore_module<B, M>(trainer: &mut Trainer<B, M>, dir: &Path, model_confi
 where
     B: AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
-    M: AutodiffModule<B> + crate::engine::StepModule + Send,
+    M: AutodiffModule<B> + crate::engine::StepModule<B> + Send,
 {
     let state = read_module_state(dir)?;
     let mismatch = |message: String| Err(TrainError::Checkpoint { path: dir.join(STATE_FILE), message });

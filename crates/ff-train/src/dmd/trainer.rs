@@ -103,6 +103,12 @@ where
         if critic.role_embedding.is_some() {
             return Err(TrainError::Config("dmd: the critic must be a plain DiT (it gets its own LoRA)".into()));
         }
+        if train.context_parallel != 1 {
+            return Err(TrainError::Config(format!(
+                "dmd: context_parallel = {} shards Phase 1's packed forwards; Phase 2's rollouts run whole chunks (set it to 1)",
+                train.context_parallel
+            )));
+        }
         let critic_train = shared.config.critic_train(&train);
         let critic = fresh_adapters(critic.with_roles(&critic_train.lora()), critic_train.lora_rank, &mut TrainRng::new(critic_train.seed));
         let rng = TrainRng::new(train.seed).fork(0xD3D);

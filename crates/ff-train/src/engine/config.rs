@@ -138,6 +138,12 @@ pub struct TrainConfig {
     /// The dtype of a step's forward and backward ([`Precision`]).
     #[config(default = "Precision::F32")]
     pub precision: Precision,
+    /// Devices each packed sample's forward and backward is sharded across (context
+    /// parallelism: [`ff_model::WanDit::with_context_parallel`]). A node's devices form
+    /// data-parallel groups of this many consecutive devices, one worker each; 1: no sharding.
+    /// It shards the packed forwards (Phase 1's SFT); Phase 2 and the codec refuse it.
+    #[config(default = 1)]
+    pub context_parallel: usize,
     /// Read the next step's clips on a thread while a step runs (one step ahead at most); the
     /// clips and hence the run are the same either way.
     #[config(default = true)]
@@ -188,8 +194,21 @@ impl TrainConfig {
         }
     }
 
-    /// Micro-batches each of `devices` devices accumulates per step; an error names the
-    /// sizes that do not divide.
+    /// A node's `devices` as its data-parallel groups of `context_parallel` consecutive devices
+    /// (one worker each); an error names the sizes that do not divide.
+    pub fn groups<D: Clone>(&self, devices: &[D]) -> crate::Result<Vec<Vec<D>>> {
+        let cp = self.context_parallel;
+        if cp == 0 || devices.is_empty() || !devices.len().is_multiple_of(cp) {
+            return Err(TrainError::Config(format!(
+                "context_parallel = {cp} does not divide the {} devices into groups (give a multiple of it)",
+                devices.len()
+            )));
+        }
+        Ok(devices.chunks(cp).map(<[D]>::to_vec).collect())
+    }
+
+    /// Micro-batches each of `devices` workers (data-parallel groups) accumulates per step; an
+    /// error names the sizes that do not divide.
     pub fn accumulation(&self, devices: usize) -> crate::Result<usize> {
         let per_step = devices * self.micro_batch_on(devices);
         if devices == 0 || per_step == 0 || self.batch == 0 || !self.batch.is_multiple_of(per_step) {

@@ -15,6 +15,10 @@
 //! read error of the prefetch surfaces in the step that uses it. A caller that passes another
 //! source at the address of an earlier one (a dropped temporary) should step with `prefetch` off.
 //!
+//! Context parallelism (`context_parallel = D`): the node's devices form groups of D consecutive
+//! devices; one worker per group runs on its first device and shards its packed forwards across
+//! the group ([`StepModule::for_step`]); the collective's peers are the groups' first devices.
+//!
 //! The trained module `M` is the student DiT by default; any Burn module trains the same way
 //! (the codec: `Trainer<B, WanVae<B>>` with `trainable = "all"`).
 
@@ -98,18 +102,19 @@ impl<B, M> Trainer<B, M>
 where
     B: AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
-    M: AutodiffModule<B> + StepModule + Send,
+    M: AutodiffModule<B> + StepModule<B> + Send,
 {
     /// A run from step 0 training the parameters of `model` that `config.trainable` selects
     /// (every one for `"all"`), over a dataset of `clips` clips. `model` lives on `devices[0]`;
     /// the EMA starts at its weights.
     pub fn for_module(config: TrainConfig, model: M, devices: Vec<B::Device>, clips: usize) -> Result<Self> {
         config.validate()?;
-        config.accumulation(devices.len())?;
+        let groups = config.groups(&devices)?;
+        config.accumulation(groups.len())?;
         if clips == 0 {
             return Err(TrainError::Config("the dataset holds no clips".into()));
         }
-        model.for_step(&config)?;
+        model.for_step(&config, &groups[0])?;
         let trainable = config.trainable;
         let model = set_trainable(model, |p| trainable.contains(p));
         let ema = Ema::new(config.ema_decay, config.ema_warmup, params(&model.valid(), |p| trainable.contains(p)));
@@ -135,9 +140,14 @@ where
     /// the batch must divide over all of their devices.
     pub fn with_nodes(mut self, nodes: Nodes) -> Result<Self> {
         nodes.validate()?;
-        self.config.accumulation(nodes.count * self.devices.len())?;
+        self.config.accumulation(nodes.count * self.leaders().len())?;
         self.nodes = nodes;
         Ok(self)
+    }
+
+    /// The first device of each data-parallel group (one worker each; the collective's peers).
+    fn leaders(&self) -> Vec<B::Device> {
+        self.devices.iter().step_by(self.config.context_parallel.max(1)).cloned().collect()
     }
 
     /// Where this process stands among the run's nodes.
@@ -149,8 +159,9 @@ where
     /// all-reduce (so that none exits while another still reads from it); a failure is logged.
     pub fn close(&self) {
         if self.nodes.count > 1 {
-            match Collective::acquire::<B::InnerBackend>(&self.devices, &self.nodes) {
-                Ok(collective) => collective.barrier::<B::InnerBackend>(&self.devices),
+            let leaders = self.leaders();
+            match Collective::acquire::<B::InnerBackend>(&leaders, &self.nodes) {
+                Ok(collective) => collective.barrier::<B::InnerBackend>(&leaders),
                 Err(e) => tracing::warn!(target: "ff_train::engine", error = %e, "closing the collective"),
             }
         }
@@ -192,7 +203,8 @@ where
     pub fn step<C: Send + 'static, O: Objective<B, M, C> + Sync>(&mut self, objective: &O, data: &dyn ClipSource<C>) -> Result<StepReport> {
         let prefetched = self.prefetched.take();
         let batch = self.config.batch;
-        let workers = self.nodes.count * self.devices.len();
+        let groups = self.leaders().len();
+        let workers = self.nodes.count * groups;
         let (local, micro) = (batch / self.nodes.count, self.config.micro_batch_on(workers));
         let first_job = self.nodes.rank * local;
         let (mut sampler, mut rng) = (self.sampler.clone(), self.rng.clone());
@@ -208,9 +220,8 @@ where
             false => Vec::new(),
         };
         let mut jobs = clips.into_iter().enumerate().map(|(k, clip)| Job { clip, rng: step_rng.fork((first_job + k) as u64) });
-        let shares: Vec<Vec<Vec<Job<C>>>> = (0..self.devices.len())
-            .map(|_| (0..local / self.devices.len() / micro).map(|_| jobs.by_ref().take(micro).collect()).collect())
-            .collect();
+        let shares: Vec<Vec<Vec<Job<C>>>> =
+            (0..groups).map(|_| (0..local / groups / micro).map(|_| jobs.by_ref().take(micro).collect()).collect()).collect();
         let layout = Layout { params: self.trainable_values().iter().map(|(k, v)| (k.clone(), v.dims()[0])).collect(), batch };
         let (model, devices, nodes) = (&self.model, &self.devices, &self.nodes);
         let (result, read_ahead) = std::thread::scope(|s| {

@@ -1,7 +1,9 @@
 //! `flashforward bench train`: one Phase 1 step (packed forward + backward + Burn AdamW step with
 //! the paper's values) of random-weight presets on random latents, in f32 or in bf16 over f32
 //! master weights, with or without per-block checkpointing (the trainer's step forms,
-//! `ff_train::engine::StepModule`): steps/s and, on the CPU, the
+//! `ff_train::engine::StepModule`), whole or as one device's part of a context-parallel step
+//! (`--context-parallel D`: shard 0 with the others' K/V as constants, since the CPU "devices"
+//! share one process's memory): steps/s and, on the CPU, the
 //! process's peak resident memory during the step (`VmHWM` after resetting it through
 //! `/proc/self/clear_refs`: it includes the weights and optimizer state already held). Then the
 //! memory plan of the paper's layout at the 1.3B shape, by arithmetic (composition below), and
@@ -22,12 +24,12 @@ use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
-use burn::tensor::DType;
+use burn::tensor::{DType, Tensor};
 use ff_model::AttentionBackend;
-use ff_model::dit::{DitConfig, WanDit};
+use ff_model::dit::{DitConfig, KvExchange, LayerKv, Shard, ShardReads, WanDit, shard_frames};
 use ff_model::lora::LoraConfig;
 use ff_train::data::LatentClip;
-use ff_train::sft::{SftConfig, SftObjective};
+use ff_train::sft::{Packed, SftConfig, SftObjective, pack};
 use ff_train::{Objective, TrainRng};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -54,6 +56,55 @@ pub struct Args {
     /// the allocator keeps freed pages resident.
     #[arg(long, value_enum, default_value = "none")]
     checkpointing: CheckpointingArg,
+    /// Context parallelism D (`[train] context_parallel`): measure one device's part of a D-way
+    /// sharded step (shard 0, the largest: its frames' forward and backward with the other
+    /// shards' all-gathered K/V entering as constants of their size), which is what each device
+    /// of the group holds. 1: the whole step.
+    #[arg(long, default_value_t = 1)]
+    context_parallel: usize,
+}
+
+/// The all-gather of shard 0 of a measured context-parallel step: its own K/V followed by
+/// zeros of the other shards' size (`others` tokens), so that the step holds what one device of
+/// the group holds.
+struct OtherShardsAsConstants {
+    others: usize,
+}
+
+impl<B: AttentionBackend> KvExchange<B> for OtherShardsAsConstants {
+    fn all_gather(&self, _: usize, own: LayerKv<B>) -> ff_model::Result<LayerKv<B>> {
+        let [b, h, _, d] = own.k.dims();
+        let (dtype, device) = (own.k.dtype(), own.k.device());
+        let zeros = || Tensor::<B, 4>::zeros([b, h, self.others, d], &device).cast(dtype);
+        Ok(LayerKv::cat(vec![own, LayerKv { k: zeros(), v: zeros() }]))
+    }
+}
+
+/// The loss of shard 0 of a `shards`-way context-parallel packed step over `clip`
+/// ([`OtherShardsAsConstants`]).
+fn shard_loss<B>(
+    model: &WanDit<B>,
+    objective: &SftObjective,
+    clip: &LatentClip,
+    rng: &mut TrainRng,
+    shards: usize,
+) -> anyhow::Result<Tensor<B, 1>>
+where
+    B: burn::tensor::backend::AutodiffBackend + AttentionBackend,
+{
+    let draw = objective.draw(clip, rng)?;
+    let layout = objective.layout(&draw.offsets);
+    let Packed { inputs, targets, timesteps } = pack::<B>(&clip.latents, None, &draw, &layout, &model.device());
+    let text = model.text_context(objective.context(model, clip)?);
+    let [_, _, _, h, w] = inputs.dims();
+    let [_, ph, pw] = model.config.patch_size;
+    let frames = shard_frames(layout.len(), shards).swap_remove(0);
+    let exchange = OtherShardsAsConstants { others: (layout.len() - frames.len()) * (h / ph) * (w / pw) };
+    let shard = Shard { frames: frames.clone(), exchange: &exchange };
+    let mine = inputs.narrow(2, frames.start, frames.len());
+    let reads = ShardReads::Packed(&layout.mask);
+    let out = model.forward_shard(&shard, mine, &[timesteps[frames.clone()].to_vec()], &layout.frame_layout(), &text, reads)?;
+    Ok((out.prediction - targets.narrow(2, frames.start, frames.len())).powi_scalar(2).mean())
 }
 
 /// `--checkpointing`.
@@ -134,8 +185,11 @@ where
     let checkpointing = a.checkpointing == CheckpointingArg::Blocks;
     let mut step = |model: WanDit<B>| -> anyhow::Result<WanDit<B>> {
         let compute = model.clone().with_precision(dtype).with_block_checkpointing(checkpointing);
-        let loss = objective.loss(&compute, &clip, &mut rng)?;
-        let grads = GradientsParams::from_grads(loss.total.backward(), &model);
+        let loss = match a.context_parallel {
+            0 | 1 => objective.loss(&compute, &clip, &mut rng)?.total,
+            shards => shard_loss(&compute, &objective, &clip, &mut rng, shards)?,
+        };
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
         let model = optim.step(1e-5, model, grads);
         B::sync(device).map_err(|e| anyhow::anyhow!("device sync: {e:?}"))?;
         Ok(model)
@@ -234,10 +288,14 @@ impl Plan {
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!(
-        "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}, checkpointing {:?}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
+        "one Phase 1 step (packed forward + backward + AdamW) on {} ({:?}, checkpointing {:?}{}): L = {}, {}×{} latents, {} text tokens, LoRA rank {}, trainable: {}",
         a.devices,
         a.precision,
         a.checkpointing,
+        match a.context_parallel {
+            0 | 1 => String::new(),
+            d => format!(", one device's part of a {d}-way context-parallel step"),
+        },
         a.shape.latents,
         a.shape.height,
         a.shape.width,

@@ -155,10 +155,12 @@ impl Layout {
     }
 }
 
-/// Runs `shares[w]` (micro-batches of jobs) on `devices[w]`, one thread per device, and returns
-/// the gradients summed over all workers of all `nodes` on `devices[0]` with the clips' losses in
-/// batch order. This node's clips start at index `first_job` of the batch. Each worker steps the
-/// form of its replica that `config` gives ([`StepModule::for_step`]).
+/// Runs `shares[w]` (micro-batches of jobs) on the data-parallel group `w` of `devices`
+/// ([`TrainConfig::groups`]: `context_parallel` consecutive devices), one thread per group on the
+/// group's first device, and returns the gradients summed over all workers of all `nodes` on
+/// `devices[0]` with the clips' losses in batch order. This node's clips start at index
+/// `first_job` of the batch. Each worker steps the form of its replica that `config` gives for
+/// its group ([`StepModule::for_step`]).
 #[allow(clippy::too_many_arguments)]
 pub fn run<B, M, C, O>(
     model: &M,
@@ -174,13 +176,15 @@ pub fn run<B, M, C, O>(
 where
     B: AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
-    M: AutodiffModule<B> + StepModule + Send,
+    M: AutodiffModule<B> + StepModule<B> + Send,
     C: Send,
     O: Objective<B, M, C> + Sync,
 {
-    let collective = match (devices.len(), nodes.count) {
+    let groups = config.groups(devices)?;
+    let leaders: Vec<B::Device> = groups.iter().map(|g| g[0].clone()).collect();
+    let collective = match (leaders.len(), nodes.count) {
         (1, 1) => None,
-        _ => Some(Collective::acquire::<B::InnerBackend>(devices, nodes)?),
+        _ => Some(Collective::acquire::<B::InnerBackend>(&leaders, nodes)?),
     };
     let starts: Vec<usize> = shares
         .iter()
@@ -193,13 +197,14 @@ where
     let results: Vec<Worked<B::InnerBackend>> = std::thread::scope(|s| {
         let handles: Vec<_> = shares
             .into_iter()
-            .zip(devices)
+            .zip(&groups)
             .enumerate()
-            .map(|(w, (share, device))| {
+            .map(|(w, (share, group))| {
+                let device = &group[0];
                 let replica = model.clone().fork(device);
                 let (collective, start) = (collective.as_ref(), starts[w]);
                 s.spawn(move || {
-                    let run = || run_share(&replica.for_step(config)?, &replica, objective, share, scale);
+                    let run = || run_share(&replica.for_step(config, group)?, &replica, objective, share, scale);
                     let share =
                         catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|_| Err(TrainError::Worker("a worker thread panicked".into())));
                     let reduced =

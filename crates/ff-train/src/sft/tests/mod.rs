@@ -2,6 +2,7 @@
 
 mod layout;
 mod precision;
+mod sharded;
 mod train;
 
 use super::SftConfig;
