@@ -1,5 +1,6 @@
 //! The whole tiny DiT's packed forward and its gradients on wgpu (the fused kernel under
-//! `Autodiff<Wgpu>`) equal NdArray's (the blockwise path under `Autodiff<NdArray>`), on the
+//! `Autodiff<Wgpu>`, Burn's fusion on) equal NdArray's (the blockwise path under
+//! `Autodiff<NdArray>`) and those without fusion, on the
 //! fixture model `wan_dit_tiny` (`ff_model::fixture::dir`: `$FF_FIXTURES`, default the
 //! repository's `tests/fixtures`).
 //! Run: `cargo test -p kernels-cubecl --features wgpu --test dit_wgpu`.
@@ -48,6 +49,20 @@ fn packed<B: AutodiffBackend + AttentionBackend>(device: &B::Device) -> [TensorD
         latents.grad(&grads).expect("latents in the loss").into_data(),
         q_weight.grad(&grads).expect("q weight in the loss").into_data(),
     ]
+}
+
+#[test]
+fn fusion_changes_no_output_or_gradient_of_the_dit() {
+    // Burn's `Wgpu` is `Fusion<CubeBackend<..>>` (the `fusion` feature, on with `wgpu`): runs of
+    // element-wise ops become one generated kernel. Tolerance 1e-5 relative: a fused kernel may
+    // contract a multiply and an add into one rounding where the unfused ops round twice.
+    type Plain = burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
+    let fused = packed::<Autodiff<Wgpu>>(&WgpuDevice::default());
+    let plain = packed::<Autodiff<Plain>>(&WgpuDevice::default());
+    for (name, (f, p)) in ["output", "latent grad", "q weight grad"].iter().zip(fused.iter().zip(&plain)) {
+        let err = rel_err(f, p);
+        assert!(err <= 1e-5, "{name}: fused against unfused, rel err {err}");
+    }
 }
 
 #[test]

@@ -170,8 +170,9 @@ fn half_precision_inputs_where_the_adapter_has_them() {
     }
 }
 
-/// Burn's `Wgpu` and `Cuda` are fusion-wrapped when Burn's `fusion` feature is on (its default):
-/// the kernels then run as custom operations of the fusion stream.
+/// Burn's `Wgpu` and `Cuda` are fusion-wrapped when Burn's `fusion` feature is on (this crate's
+/// `wgpu` and `cuda` features turn it on): the kernels then run as custom operations of the
+/// fusion stream.
 type FusedWgpu = burn_fusion::Fusion<burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>>;
 
 #[test]

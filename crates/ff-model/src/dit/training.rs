@@ -202,12 +202,12 @@ mod tests {
         collect.out
     }
 
-    /// A tiny model with roles, non-zero adapters and role vectors; a Phase-1-like packed step
-    /// (block-causal 3-frame chunks, planner and renderer frames) on fixed inputs: its loss and
-    /// every parameter's gradient. `prepare` turns the f32 model into the one that runs.
-    fn packed_step<A: AutodiffBackend + AttentionBackend>(prepare: impl Fn(WanDit<A>) -> WanDit<A>) -> (f32, Vec<(String, Vec<f32>)>) {
+    /// A tiny model with roles, non-zero adapters and role vectors, and the inputs of a
+    /// Phase-1-like packed step (block-causal 2-frame chunks, planner and renderer frames):
+    /// context, latents, target. Made once per test, since Burn's RNG is shared by the tests'
+    /// threads.
+    fn setup<A: AutodiffBackend + AttentionBackend>() -> (WanDit<A>, [Tensor<A, 5>; 2], Tensor<A, 3>) {
         let device = Default::default();
-        A::seed(&device, 7);
         let random = |shape: [usize; 5]| Tensor::<A, 5>::random(shape, Distribution::Normal(0.0, 1.0), &device);
         let mut model = DitConfig::tiny().init::<A>(&device).with_roles(&LoraConfig::new(4));
         model.role_embedding = model.role_embedding.map(|t| Param::from_tensor(t.val().random_like(Distribution::Normal(0.0, 0.5))));
@@ -216,19 +216,27 @@ mod tests {
                 a.b = Param::from_tensor(a.b.val().random_like(Distribution::Normal(0.0, 0.05)));
             }
         }
-        let run = prepare(model.clone());
         let context = Tensor::<A, 3>::random([1, 5, 24], Distribution::Normal(0.0, 1.0), &device);
-        let (latents, target) = (random([1, 16, 6, 4, 4]), random([1, 16, 6, 4, 4]));
+        (model, [random([1, 16, 6, 4, 4]), random([1, 16, 6, 4, 4])], context)
+    }
+
+    /// The packed step's loss and every parameter's gradient; `prepare` turns the f32 model
+    /// into the one that runs.
+    fn packed_step<A: AutodiffBackend + AttentionBackend>(
+        (model, [latents, target], context): &(WanDit<A>, [Tensor<A, 5>; 2], Tensor<A, 3>),
+        prepare: impl Fn(WanDit<A>) -> WanDit<A>,
+    ) -> (f32, Vec<(String, Vec<f32>)>) {
+        let run = prepare(model.clone());
         let layout = FrameLayout {
             positions: vec![0, 9, 2, 3, 4, 5],
             roles: [[Role::Planner; 2], [Role::Renderer; 2], [Role::Renderer; 2]].concat(),
         };
         let mask = SegmentMask::block_causal(6, 2);
         let timesteps = vec![vec![0.0, 0.0, 937.0, 937.0, 500.0, 500.0]];
-        let pred = run.forward_packed(latents, &timesteps, &layout, &run.text_context(context), &mask).unwrap();
-        let loss = (pred - target).powi_scalar(2).mean();
+        let pred = run.forward_packed(latents.clone(), &timesteps, &layout, &run.text_context(context.clone()), &mask).unwrap();
+        let loss = (pred - target.clone()).powi_scalar(2).mean();
         let grads = loss.backward();
-        (loss.into_scalar().elem(), gradients(&model, &grads))
+        (loss.into_scalar().elem(), gradients(model, &grads))
     }
 
     use burn::tensor::ElementConversion;
@@ -237,9 +245,9 @@ mod tests {
     fn block_checkpointing_gives_the_loss_and_gradients_of_the_full_graph() {
         // Bit for bit: the recomputed blocks run the same ops on the same values, and every sum
         // of gradient terms (the modulation input `e`, shared by 2 blocks) has two terms.
-        type A = Autodiff<NdArray>;
-        let (loss, want) = packed_step::<A>(|m| m);
-        let (checkpointed_loss, got) = packed_step::<A>(|m| m.with_block_checkpointing(true));
+        let setup = setup::<Autodiff<NdArray>>();
+        let (loss, want) = packed_step(&setup, |m| m);
+        let (checkpointed_loss, got) = packed_step(&setup, |m| m.with_block_checkpointing(true));
         assert_eq!(loss, checkpointed_loss);
         assert_eq!(want.len(), got.len());
         for ((path, w), (_, g)) in want.iter().zip(&got) {
@@ -265,8 +273,9 @@ mod tests {
         }
         assert_eq!(m.role_embedding.as_ref().unwrap().val().dtype(), DType::F32);
 
-        let (loss, want) = packed_step::<A>(|m| m);
-        let (half_loss, got) = packed_step::<A>(|m| m.with_precision(DType::BF16).with_block_checkpointing(true));
+        let setup = setup::<A>();
+        let (loss, want) = packed_step(&setup, |m| m);
+        let (half_loss, got) = packed_step(&setup, |m| m.with_precision(DType::BF16).with_block_checkpointing(true));
         assert!((half_loss - loss).abs() <= 0.02 * loss, "bf16 loss {half_loss} against f32 {loss}");
         let (mut diff, mut norm) = (0.0f64, 0.0f64);
         for ((path, w), (_, g)) in want.iter().zip(&got) {
