@@ -38,6 +38,20 @@ fn metrics(run: &Path) -> Vec<serde_json::Value> {
     fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// The losses of a run, step by step.
+fn losses(run: &Path) -> Vec<f64> {
+    metrics(run).iter().map(|r| r["loss"].as_f64().unwrap()).collect()
+}
+
+/// Runs `a` and `b` wrote the same step-4 checkpoint bytes and the same losses.
+fn assert_same_run(a: &Path, b: &Path) {
+    for file in ["model.safetensors", "ema.safetensors", "optimizer.safetensors"] {
+        let (x, y) = (a.join("step-000004").join(file), b.join("step-000004").join(file));
+        assert!(fs::read(x).unwrap() == fs::read(y).unwrap(), "{file} differs");
+    }
+    assert_eq!(losses(a), losses(b));
+}
+
 #[test]
 fn trains_checkpoints_and_resumes_byte_identically() {
     let scratch = Scratch::new("resume");
@@ -67,12 +81,7 @@ fn trains_checkpoints_and_resumes_byte_identically() {
     assert!(log.contains("resumed from") && log.contains("after step 2"), "{log}");
     assert!(log.contains("ff_train::runner") && log.contains("step=3") && log.contains("checkpoint="), "-v: {log}");
     let resumed = root.join("resumed");
-    for file in ["model.safetensors", "ema.safetensors", "optimizer.safetensors"] {
-        let (a, b) = (straight.join("step-000004").join(file), resumed.join("step-000004").join(file));
-        assert!(fs::read(a).unwrap() == fs::read(b).unwrap(), "{file} differs");
-    }
-    let losses = |run: &Path| metrics(run).iter().map(|r| r["loss"].as_f64().unwrap()).collect::<Vec<_>>();
-    assert_eq!(losses(&resumed), losses(&straight));
+    assert_same_run(&straight, &resumed);
 }
 
 #[test]
@@ -92,10 +101,7 @@ fn trains_in_bf16_with_block_checkpointing_and_resumes_byte_identically() {
     let saved = root.join("resumed/config.toml");
     ok(train(root, "resumed", &["--steps", "4", "--resume", "--config", saved.to_str().unwrap()]));
     let (straight, resumed) = (root.join("straight"), root.join("resumed"));
-    for file in ["model.safetensors", "ema.safetensors", "optimizer.safetensors"] {
-        let (a, b) = (straight.join("step-000004").join(file), resumed.join("step-000004").join(file));
-        assert!(fs::read(a).unwrap() == fs::read(b).unwrap(), "{file} differs");
-    }
+    assert_same_run(&straight, &resumed);
     let weights = safetensors::SafeTensors::deserialize(&fs::read(straight.join("step-000004/model.safetensors")).unwrap())
         .unwrap()
         .tensors()
@@ -103,8 +109,6 @@ fn trains_in_bf16_with_block_checkpointing_and_resumes_byte_identically() {
         .map(|(_, t)| t.dtype())
         .collect::<Vec<_>>();
     assert!(!weights.is_empty() && weights.iter().all(|d| *d == safetensors::Dtype::F32), "{weights:?}");
-    let losses = |run: &Path| metrics(run).iter().map(|r| r["loss"].as_f64().unwrap()).collect::<Vec<_>>();
-    assert_eq!(losses(&resumed), losses(&straight));
     // Against f32: close (the library's 20-step test bounds it), not equal.
     ok(train(root, "f32", &["--steps", "4"]));
     let (half, full) = (losses(&straight), losses(&root.join("f32")));

@@ -11,10 +11,11 @@ use flashforward::{Cpu, Pipeline, Request};
 
 #[test]
 fn five_seconds_on_wgpu_match_the_cpu() {
-    // Tolerance: PSNR ≥ 40 dB over every pixel of every frame, no pixel off by more than 32.
-    // Both run f32; the GPU sums attention, matmuls and convolutions in other orders than the
-    // CPU kernels, and those last-bit differences pass through 4 denoising stages and the
-    // decoder. A wrong key set, mask or fused op changes whole regions (PSNR far below 30 dB).
+    // Tolerance: PSNR ≥ 50 dB over every pixel of every frame, no pixel off by more than 8
+    // (measured on lavapipe: 93.5 dB, largest difference 1). Both run f32; the GPU sums
+    // attention, matmuls and convolutions in other orders than the CPU kernels, and those
+    // last-bit differences pass through the denoising stages and the decoder. A wrong key set,
+    // mask or fused op changes whole regions (PSNR far below 30 dB).
     let dir = flashforward::default_model_dir().expect("the default model in models/world");
     let request = Request::new("a red circle bounces").seconds(5.0).seed(0);
     let cpu = Pipeline::<Cpu>::load(&dir, &Default::default()).unwrap().generate(&request).unwrap();
@@ -32,5 +33,5 @@ fn five_seconds_on_wgpu_match_the_cpu() {
     }
     let psnr = 10.0 * (255.0f64.powi(2) / (squares / count as f64).max(1e-12)).log10();
     eprintln!("wgpu against the CPU: PSNR {psnr:.1} dB, largest pixel difference {worst}");
-    assert!(psnr >= 40.0 && worst <= 32, "PSNR {psnr:.1} dB, largest pixel difference {worst}");
+    assert!(psnr >= 50.0 && worst <= 8, "PSNR {psnr:.1} dB, largest pixel difference {worst}");
 }

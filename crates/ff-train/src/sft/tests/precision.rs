@@ -1,9 +1,8 @@
 //! `[train] precision = "bf16"` through the engine on Burn's CPU backend with bf16 (Flex): Phase 1
 //! steps of the tiny model follow the f32 run, and the master weights stay f32.
 
-use super::small_config;
-use crate::TrainRng;
-use crate::data::{InMemoryClips, LatentClip};
+use super::{clip, small_config};
+use crate::data::InMemoryClips;
 use crate::engine::{Checkpointing, Precision, TrainConfig, Trainer};
 use crate::sft::SftObjective;
 use burn::backend::{Autodiff, Flex};
@@ -14,20 +13,10 @@ use ff_model::lora::LoraConfig;
 
 type F = Autodiff<Flex>;
 
-fn clip(seed: u64) -> LatentClip {
-    let mut rng = TrainRng::new(seed);
-    LatentClip {
-        latents: rng.normal_data(vec![16, 12, 4, 4]),
-        prompt: rng.normal_data(vec![5, 24]),
-        crops: None,
-        caption: format!("clip {seed}"),
-    }
-}
-
 /// The losses of `steps` steps of `model` and the trained values' dtypes.
 fn run(model: &WanDit<F>, config: &TrainConfig, steps: usize) -> (Vec<f64>, Vec<DType>) {
     let device = Default::default();
-    let data = InMemoryClips((1..=4).map(clip).collect());
+    let data = InMemoryClips((1..=4).map(|seed| clip(12, seed)).collect());
     let objective = SftObjective::new(small_config()).unwrap();
     let mut trainer = Trainer::new(config.clone(), model.clone(), vec![device], 4).unwrap();
     let losses = (0..steps).map(|_| trainer.step(&objective, &data).unwrap().loss).collect();

@@ -1,9 +1,8 @@
 //! `[train] context_parallel = D` through the engine: each packed sample sharded across the D
 //! devices of a data-parallel group trains the weights of the unsharded step.
 
-use super::small_config;
-use crate::TrainRng;
-use crate::data::{InMemoryClips, LatentClip};
+use super::{clip, small_config};
+use crate::data::InMemoryClips;
 use crate::engine::{TrainConfig, Trainer};
 use crate::sft::SftObjective;
 use burn::backend::{Autodiff, NdArray};
@@ -14,16 +13,6 @@ use std::collections::BTreeMap;
 
 type A = Autodiff<NdArray>;
 
-fn clip(seed: u64) -> LatentClip {
-    let mut rng = TrainRng::new(seed);
-    LatentClip {
-        latents: rng.normal_data(vec![16, 12, 4, 4]),
-        prompt: rng.normal_data(vec![5, 24]),
-        crops: None,
-        caption: format!("clip {seed}"),
-    }
-}
-
 type Weights = BTreeMap<String, Vec<f32>>;
 
 /// Two steps of `model` on `devices` CPU devices in groups of `cp`: the losses, the trained
@@ -33,7 +22,7 @@ fn run(model: &WanDit<A>, cp: usize, devices: usize) -> (Vec<f64>, Weights, Weig
     // compare as gradients do.
     let config = TrainConfig::new().with_steps(2).with_lr(1e-2).with_warmup_steps(1).with_batch(2).with_epsilon(1.0).with_lora_rank(4);
     let device = Default::default();
-    let data = InMemoryClips((1..=4).map(clip).collect());
+    let data = InMemoryClips((1..=4).map(|seed| clip(12, seed)).collect());
     let objective = SftObjective::new(small_config()).unwrap();
     let mut trainer = Trainer::new(config.with_context_parallel(cp), model.clone(), vec![device; devices], 4).unwrap();
     let host = |t: &Trainer<A>| -> Weights {

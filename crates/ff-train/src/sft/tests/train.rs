@@ -1,7 +1,7 @@
 //! The loss against a hand computation, gradient routing between the roles, and a tiny model
 //! overfitting one packed clip.
 
-use super::small_config;
+use super::{clip, small_config};
 use crate::data::LatentClip;
 use crate::sft::{Draw, Group, SftObjective, grouped_loss};
 use crate::{Objective, TrainRng};
@@ -15,16 +15,6 @@ use ff_model::dit::DitConfig;
 use ff_model::lora::LoraConfig;
 
 type Ad = Autodiff<NdArray>;
-
-fn clip(frames: usize, seed: u64) -> LatentClip {
-    let mut rng = TrainRng::new(seed);
-    LatentClip {
-        latents: rng.normal_data(vec![16, frames, 4, 4]),
-        prompt: rng.normal_data(vec![5, 24]),
-        crops: None,
-        caption: format!("clip {seed}"),
-    }
-}
 
 fn tiny_model(rank: usize) -> WanDit<Ad> {
     DitConfig::tiny().init::<Ad>(&Default::default()).with_roles(&LoraConfig::new(rank))
