@@ -334,7 +334,7 @@ impl<B: AttentionBackend> WanDit<B> {
         let mut x = self.patch_embedding.forward(latents.cast(dtype)).reshape([b, fp, hp * wp, dim]);
         let mut published = Vec::with_capacity(if publish { self.blocks.len() } else { 0 });
         let checkpointed = match (&attend, shard) {
-            (Attend::Packed(table), None) if self.checkpoint_blocks && !publish => Some(table),
+            (Attend::Packed(table), None) if self.checkpoint_blocks => Some(table),
             _ => None,
         };
         for (layer, block) in self.blocks.iter().enumerate() {

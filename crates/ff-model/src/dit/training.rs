@@ -93,11 +93,11 @@ pub(super) fn sharded_packed<B: AttentionBackend>(
     let devices = &model.context_parallel;
     let parts = context_parallel::<B, _>(devices, layout.len(), |s, shard| {
         let device = &devices[s];
-        let here = |t: Tensor<B, 4>| if *device == home { t } else { t.to_device(device) };
         let (replica, text) = match *device == home {
             true => (model.clone(), text.clone()),
             false => {
-                let layers = text.layers.iter().map(|l| LayerKv { k: here(l.k.clone()), v: here(l.v.clone()) }).collect();
+                let layers =
+                    text.layers.iter().map(|l| LayerKv { k: l.k.clone().to_device(device), v: l.v.clone().to_device(device) }).collect();
                 (model.clone().to_device(device), TextContext { layers })
             }
         };

@@ -194,17 +194,22 @@ impl TrainConfig {
         }
     }
 
-    /// A node's `devices` as its data-parallel groups of `context_parallel` consecutive devices
-    /// (one worker each); an error names the sizes that do not divide.
-    pub fn groups<D: Clone>(&self, devices: &[D]) -> crate::Result<Vec<Vec<D>>> {
+    /// The data-parallel workers of a node of `devices` devices: one per group of
+    /// `context_parallel` consecutive devices; an error names the sizes that do not divide.
+    pub fn workers(&self, devices: usize) -> crate::Result<usize> {
         let cp = self.context_parallel;
-        if cp == 0 || devices.is_empty() || !devices.len().is_multiple_of(cp) {
+        if cp == 0 || devices == 0 || !devices.is_multiple_of(cp) {
             return Err(TrainError::Config(format!(
-                "context_parallel = {cp} does not divide the {} devices into groups (give a multiple of it)",
-                devices.len()
+                "context_parallel = {cp} does not divide the {devices} devices into groups (give a multiple of it)"
             )));
         }
-        Ok(devices.chunks(cp).map(<[D]>::to_vec).collect())
+        Ok(devices / cp)
+    }
+
+    /// A node's `devices` as its data-parallel groups ([`TrainConfig::workers`]).
+    pub fn groups<D: Clone>(&self, devices: &[D]) -> crate::Result<Vec<Vec<D>>> {
+        self.workers(devices.len())?;
+        Ok(devices.chunks(self.context_parallel).map(<[D]>::to_vec).collect())
     }
 
     /// Micro-batches each of `devices` workers (data-parallel groups) accumulates per step; an

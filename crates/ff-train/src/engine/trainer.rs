@@ -147,7 +147,8 @@ where
 
     /// The first device of each data-parallel group (one worker each; the collective's peers).
     fn leaders(&self) -> Vec<B::Device> {
-        self.devices.iter().step_by(self.config.context_parallel.max(1)).cloned().collect()
+        // The grouping was checked when the trainer was made.
+        self.config.groups(&self.devices).into_iter().flatten().map(|g| g[0].clone()).collect()
     }
 
     /// Where this process stands among the run's nodes.

@@ -101,7 +101,7 @@ impl<C: Serialize + DeserializeOwned> Session<C> {
         let data = config.paths.data.clone().ok_or(TrainError::Unset { key: "data" })?;
         config.train.validate()?;
         nodes.validate()?;
-        config.train.accumulation(config.train.groups(&vec![(); devices])?.len() * nodes.count)?;
+        config.train.accumulation(config.train.workers(devices)? * nodes.count)?;
         let resume = resume_checkpoint(&run, resume)?;
         let data = ShardDataset::open(&data)?;
         let effective = match nodes.writes() {

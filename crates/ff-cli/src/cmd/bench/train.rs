@@ -24,11 +24,12 @@ use crate::backend::{BackendTask, DeviceSpec, Precision, dispatch};
 use burn::backend::Autodiff;
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
-use burn::tensor::{DType, Tensor};
+use burn::tensor::Tensor;
 use ff_model::AttentionBackend;
 use ff_model::dit::{DitConfig, KvExchange, LayerKv, Shard, ShardReads, WanDit, shard_frames};
 use ff_model::lora::LoraConfig;
 use ff_train::data::LatentClip;
+use ff_train::engine::{Checkpointing, Precision as TrainPrecision, StepModule, TrainConfig};
 use ff_train::sft::{Packed, SftConfig, SftObjective, pack};
 use ff_train::{Objective, TrainRng};
 use std::process::ExitCode;
@@ -178,13 +179,18 @@ where
     let frames = objective.layout(&objective.draw(&clip, &mut rng.clone())?.offsets).len();
     let mut optim =
         AdamWConfig::new().with_beta_1(0.0).with_beta_2(0.999).with_weight_decay(0.01).with_epsilon(1e-8).init::<B, WanDit<B>>();
-    let dtype = match a.precision {
-        Precision::F32 => DType::F32,
-        Precision::Bf16 => DType::BF16,
-    };
-    let checkpointing = a.checkpointing == CheckpointingArg::Blocks;
+    // The trainer's form of the step (unsharded: context parallelism is measured by `shard_loss`).
+    let form = TrainConfig::new()
+        .with_precision(match a.precision {
+            Precision::F32 => TrainPrecision::F32,
+            Precision::Bf16 => TrainPrecision::Bf16,
+        })
+        .with_checkpointing(match a.checkpointing {
+            CheckpointingArg::None => Checkpointing::None,
+            CheckpointingArg::Blocks => Checkpointing::Blocks,
+        });
     let mut step = |model: WanDit<B>| -> anyhow::Result<WanDit<B>> {
-        let compute = model.clone().with_precision(dtype).with_block_checkpointing(checkpointing);
+        let compute = model.for_step(&form, std::slice::from_ref(device))?;
         let loss = match a.context_parallel {
             0 | 1 => objective.loss(&compute, &clip, &mut rng)?.total,
             shards => shard_loss(&compute, &objective, &clip, &mut rng, shards)?,
