@@ -9,36 +9,13 @@ mod common;
 
 use burn::backend::wgpu::WgpuDevice;
 use burn::backend::{Autodiff, NdArray, Wgpu};
-use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{DType, Tensor, TensorData};
-use common::{Lcg, random_table, reference, rel_err};
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, Tensor};
+use common::{Inputs, Lcg, grads, inputs, load, random_table, reference, rel_err};
 use kernels_cubecl::kernel::layouts::{chunk_table, packed_sft_table};
 use kernels_cubecl::{AttentionBackend, BlockTable, kernel_attention};
 
 type W = Wgpu;
-
-struct Inputs {
-    q: TensorData,
-    k: TensorData,
-    v: TensorData,
-    /// Weights of the scalar loss `sum(out * w)` whose gradients are compared.
-    w: TensorData,
-}
-
-fn inputs(table: &BlockTable, batch: usize, heads: usize, dim: usize, seed: u64) -> Inputs {
-    let (nq, nk) = table.tokens();
-    let mut rng = Lcg(seed);
-    Inputs {
-        q: rng.data([batch, heads, nq, dim], 1.5),
-        k: rng.data([batch, heads, nk, dim], 1.5),
-        v: rng.data([batch, heads, nk, dim], 1.0),
-        w: rng.data([batch, heads, nq, dim], 1.0),
-    }
-}
-
-fn load<B: Backend>(x: &Inputs, dev: &B::Device) -> [Tensor<B, 4>; 3] {
-    [x.q.clone(), x.k.clone(), x.v.clone()].map(|d| Tensor::from_data(d, dev))
-}
 
 /// Forward error of the kernel on `K` against the reference on NdArray.
 fn forward_err_on<K: AttentionBackend>(table: &BlockTable, x: &Inputs, dev: &K::Device) -> f32 {
@@ -46,16 +23,6 @@ fn forward_err_on<K: AttentionBackend>(table: &BlockTable, x: &Inputs, dev: &K::
     let out = kernel_attention(q, k, v, table).expect("the backend has the kernel");
     let [q, k, v] = load::<NdArray>(x, &Default::default());
     rel_err(&out.into_data(), &reference(q, k, v, table).into_data())
-}
-
-fn grads<B: AutodiffBackend + AttentionBackend>(table: &BlockTable, x: &Inputs, kernel: bool, dev: &B::Device) -> [TensorData; 3] {
-    let [q, k, v] = load::<B>(x, dev).map(|t| t.require_grad());
-    let out = match kernel {
-        true => kernel_attention(q.clone(), k.clone(), v.clone(), table).expect("the backend has the kernel"),
-        false => reference(q.clone(), k.clone(), v.clone(), table),
-    };
-    let g = (out * Tensor::from_data(x.w.clone(), dev)).sum().backward();
-    [&q, &k, &v].map(|t| t.grad(&g).expect("input takes part in the loss").into_data())
 }
 
 fn forward_err(table: &BlockTable, x: &Inputs) -> f32 {

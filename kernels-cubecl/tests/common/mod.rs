@@ -1,10 +1,11 @@
 //! Shared helpers of the kernel tests: deterministic inputs, random block tables, the reference
-//! (the blockwise path) and the error measure.
+//! (the blockwise path), gradients of a weighted sum and the error measure.
 
 #![allow(dead_code, unused_imports)]
 
-use burn::tensor::TensorData;
-use kernels_cubecl::BlockTable;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Tensor, TensorData};
+use kernels_cubecl::{AttentionBackend, BlockTable, kernel_attention};
 
 /// Deterministic generator (64-bit LCG), so NdArray and wgpu see identical inputs.
 pub struct Lcg(pub u64);
@@ -49,6 +50,54 @@ pub fn random_table(rng: &mut Lcg, q_frames: usize, k_frames: usize, max_tokens:
 
 /// The reference: the portable blockwise path.
 pub use kernels_cubecl::blockwise::attention as reference;
+
+/// Attention inputs of one case.
+pub struct Inputs {
+    pub q: TensorData,
+    pub k: TensorData,
+    pub v: TensorData,
+    /// Weights of the scalar loss `sum(out * w)` whose gradients are compared.
+    pub w: TensorData,
+}
+
+pub fn inputs(table: &BlockTable, batch: usize, heads: usize, dim: usize, seed: u64) -> Inputs {
+    let (nq, nk) = table.tokens();
+    let mut rng = Lcg(seed);
+    Inputs {
+        q: rng.data([batch, heads, nq, dim], 1.5),
+        k: rng.data([batch, heads, nk, dim], 1.5),
+        v: rng.data([batch, heads, nk, dim], 1.0),
+        w: rng.data([batch, heads, nq, dim], 1.0),
+    }
+}
+
+pub fn load<B: Backend>(x: &Inputs, dev: &B::Device) -> [Tensor<B, 4>; 3] {
+    [x.q.clone(), x.k.clone(), x.v.clone()].map(|d| Tensor::from_data(d, dev))
+}
+
+/// `out` and the gradients of `sum(out * w)` with respect to q, k, v, with `out` from the kernel
+/// (`kernel`) or the reference.
+pub fn forward_backward<B: AutodiffBackend + AttentionBackend>(
+    table: &BlockTable,
+    x: &Inputs,
+    kernel: bool,
+    dev: &B::Device,
+) -> [TensorData; 4] {
+    let [q, k, v] = load::<B>(x, dev).map(|t| t.require_grad());
+    let out = match kernel {
+        true => kernel_attention(q.clone(), k.clone(), v.clone(), table).expect("the backend has the kernel"),
+        false => reference(q.clone(), k.clone(), v.clone(), table),
+    };
+    let g = (out.clone() * Tensor::from_data(x.w.clone(), dev)).sum().backward();
+    let [dq, dk, dv] = [&q, &k, &v].map(|t| t.grad(&g).expect("input takes part in the loss").into_data());
+    [out.into_data(), dq, dk, dv]
+}
+
+/// The gradients of [`forward_backward`].
+pub fn grads<B: AutodiffBackend + AttentionBackend>(table: &BlockTable, x: &Inputs, kernel: bool, dev: &B::Device) -> [TensorData; 3] {
+    let [_, dq, dk, dv] = forward_backward::<B>(table, x, kernel, dev);
+    [dq, dk, dv]
+}
 
 /// `max |a − b| / max |b|` over all elements.
 pub fn rel_err(a: &TensorData, b: &TensorData) -> f32 {
