@@ -3330,11 +3330,18 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         let mut nodes = Vec::with_capacity(tensors.len());
         let mut primitives = Vec::with_capacity(tensors.len());
         let mut dim_sizes = Vec::with_capacity(tensors.len());
+        // Patched (flashforward): the inputs' reference counts live until this function returns,
+        // after the step below is registered. Dropped here, before the copy, they left the inputs'
+        // nodes unreferenced for its duration, and another thread's backward pass, which frees
+        // the unused roots of every graph, could free them: the step then lost its parents and
+        // their gradients.
+        let mut input_refs = Vec::with_capacity(tensors.len());
 
         tensors.into_iter().for_each(|tensor| {
             dim_sizes.push(tensor.primitive.shape()[dim]);
             nodes.push(tensor.node);
             primitives.push(tensor.primitive);
+            input_refs.push(tensor.rc);
         });
 
         let requirement = Requirement::from_nodes(&nodes);

@@ -313,6 +313,11 @@ impl GraphLocator {
 
         // Re-map merged origin to the main graph
         self.graphs.insert(merged.origin, main.clone());
+        // Patched (flashforward): and record it among the main graph's keys. Unrecorded, it was
+        // not re-mapped when the main graph was in turn merged into another, and kept pointing at
+        // the emptied graph: the next op on that node started a graph cut off from the node's own
+        // (which another thread's backward pass may free before the op joins them again).
+        self.register_key(main.origin, merged.origin);
 
         // Move all keys (node IDs) from the merged graph to the main graph
         if let Some(locator_keys) = self.keys.remove(&merged.origin) {
