@@ -87,7 +87,10 @@ pub(super) fn checkpoint<B: AttentionBackend, C: CheckpointStrategy>(
     match RegionBackward::<C>(PhantomData).prepare::<C>(nodes).compute_bound().stateful() {
         OpsKind::Tracked(prep) => {
             let out = region(untracked(&inputs)).primitive;
-            let saved = Saved { inputs: inputs.into_iter().map(|x| x.primitive).collect(), region };
+            // `inputs` (their nodes' reference counts) outlive the registration of the step: freed
+            // before it, their nodes could look unused to another thread's backward pass, which
+            // frees the unused roots of every graph (vendor/burn-autodiff, `float_cat`).
+            let saved = Saved { inputs: inputs.iter().map(|x| x.primitive.clone()).collect(), region };
             prep.finish(saved, out)
         }
         OpsKind::UnTracked(prep) => prep.finish(region(inputs).primitive),
