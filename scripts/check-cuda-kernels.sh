@@ -3,7 +3,8 @@
 # `flashforward kernels emit --target cuda` writes the CUDA C++ that CubeCL's CUDA compiler makes
 # of each kernel, and NVRTC from NVIDIA's wheels compiles it for sm_80 and sm_90 with ptxas's
 # verbose report. Prints registers, spill bytes, stack frame and shared memory per kernel; fails
-# on a compile error or on a spill in an attention kernel at head dim 128 (scripts/nvrtc_check.py).
+# on a compile error, on tensor-core kernels without `mma`, or on a spill in an attention kernel
+# at head dim 128 (scripts/nvrtc_check.py). `.ci/run` runs it.
 #
 # Needs python3 with venv and the package index (the wheels are cached in the venv under
 # target/, made once). FF_BIN: a prebuilt `flashforward` with the `cuda` feature (else built here).

@@ -64,6 +64,14 @@ pub trait AttentionBackend: Backend {
         None
     }
 
+    /// Whether [`AttentionBackend::fused_attention_backward`] runs a kernel on `device`: the Cube
+    /// backends' FlashAttention-2 backward adds dQ with f32 atomics, which some wgpu adapters lack
+    /// (differentiated forwards then take the portable path).
+    fn fused_backward_on(device: &Self::Device) -> bool {
+        let _ = device;
+        Self::FUSED_ATTENTION
+    }
+
     /// Whether [`AttentionBackend::full_attention`] runs the backend's own attention op.
     const FULL_ATTENTION: bool = false;
 
@@ -244,6 +252,10 @@ mod cube {
         const FUSED_ATTENTION: bool = true;
 
         const FULL_ATTENTION: bool = true;
+
+        fn fused_backward_on(device: &Self::Device) -> bool {
+            kernel::has_float_atomics::<R>(&R::client(device))
+        }
 
         fn full_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
             // No explicit scale: an explicit one sends Burn to its naive fallback.

@@ -10,7 +10,7 @@ mod common;
 use burn::backend::wgpu::WgpuDevice;
 use burn::backend::{Autodiff, NdArray, Wgpu};
 use burn::tensor::backend::Backend;
-use burn::tensor::{DType, Tensor};
+use burn::tensor::{DType, Tensor, TensorData};
 use common::{Inputs, Lcg, grads, inputs, load, random_table, reference, rel_err};
 use kernels_cubecl::kernel::layouts::{chunk_table, packed_sft_table};
 use kernels_cubecl::{AttentionBackend, BlockTable, kernel_attention};
@@ -44,7 +44,7 @@ fn grad_err(table: &BlockTable, x: &Inputs) -> f32 {
 fn random_ragged_tables_forward_and_gradients() {
     let mut rng = Lcg(7);
     for case in 0..4 {
-        // Frames of 1..=45 tokens: ragged against the 32-row tiles and the shared-memory stages.
+        // Frames of 1..=45 tokens: ragged against the 16-row planes, the tiles and the staged steps.
         let table = random_table(&mut rng, 2 + case, 3 + case, 45);
         let x = inputs(&table, 2, 2, [8, 16, 12, 32][case], 100 + case as u64);
         let (f, g) = (forward_err(&table, &x), grad_err(&table, &x));
@@ -98,8 +98,8 @@ fn head_dims_64_and_128() {
 }
 
 /// Mesa's lavapipe ends every loop of an invocation once all its loops together took 65,535
-/// back-edges; the kernels with runtime loops over the head dim ran past that from 512 keys per
-/// query at dim 64 (zeros or stale output). 768 queries × 768 keys, every pair allowed, so each
+/// back-edges; kernels with runtime loops over the head dim ran past that from 512 keys per
+/// query at dim 64 (zeros or stale output). Head dim 48 is not a multiple of the 32 lanes. 768 queries × 768 keys, every pair allowed, so each
 /// query row walks 768 keys (forward, dQ) and each key row 768 queries (dK, dV).
 #[test]
 fn long_rows_at_head_dims_48_64_128() {
@@ -109,6 +109,48 @@ fn long_rows_at_head_dims_48_64_128() {
         let (f, g) = (forward_err(&table, &x), grad_err(&table, &x));
         assert!(f <= 1e-5 && g <= 1e-4, "dim {dim}: forward {f}, grad {g}");
     }
+}
+
+/// The stock (unfused) wgpu backend, where a tensor view reaches the kernel as it is.
+type Cube = burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
+
+/// q, k, v and the output gradient as transposed views of `[batch, tokens, heads, dim]` tensors
+/// (the DiT's layout before its head transpose): the kernels read them through their strides.
+/// Also prints the tiles this adapter gets (lavapipe: the fallback, no `cmma`).
+#[test]
+fn strided_inputs_forward_and_gradients() {
+    use kernels_cubecl::kernel::tiles::{Pass, Tiles};
+    let dev = WgpuDevice::default();
+    let table = random_table(&mut Lcg(33), 3, 3, 20);
+    let x = inputs(&table, 2, 3, 32, 33);
+    let props = <burn::backend::wgpu::WgpuRuntime as cubecl::Runtime>::client(&dev).properties().clone();
+    let f32 = cubecl::ir::StorageType::Scalar(cubecl::ir::ElemType::Float(cubecl::ir::FloatKind::F32));
+    for (pass, dim) in [(Pass::Forward, 32), (Pass::Backward, 32), (Pass::Forward, 128), (Pass::Backward, 128)] {
+        let t = Tiles::choose(&props, pass, f32, dim);
+        eprintln!(
+            "{pass:?} at head dim {dim}: {t:?}, {} B of {} B shared memory",
+            t.shared_bytes(pass, f32),
+            props.hardware.max_shared_memory_size
+        );
+    }
+    // A [b, h, n, d] tensor stored as [b, n, h, d]: swap, materialise, swap back as a view.
+    let view = |d: &TensorData, grad: bool| {
+        let stored = Tensor::<NdArray, 4>::from_data(d.clone(), &Default::default()).swap_dims(1, 2).into_data();
+        let t = Tensor::<Autodiff<Cube>, 4>::from_data(stored, &dev).swap_dims(1, 2);
+        if grad { t.require_grad() } else { t }
+    };
+    let [q, k, v] = [&x.q, &x.k, &x.v].map(|d| view(d, true));
+    let out = kernel_attention(q.clone(), k.clone(), v.clone(), &table).expect("the backend has the kernel");
+    let want = {
+        let [q, k, v] = load::<NdArray>(&x, &Default::default());
+        reference(q, k, v, &table).into_data()
+    };
+    let f = rel_err(&out.clone().into_data(), &want);
+    let g = (out * view(&x.w, false)).sum().backward();
+    let got = [&q, &k, &v].map(|t| t.grad(&g).expect("input takes part in the loss").into_data());
+    let want = grads::<Autodiff<NdArray>>(&table, &x, false, &Default::default());
+    let g = got.iter().zip(&want).map(|(a, b)| rel_err(a, b)).fold(0.0, f32::max);
+    assert!(f <= 1e-5 && g <= 1e-4, "forward {f}, grad {g}");
 }
 
 #[test]

@@ -81,6 +81,10 @@ impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B
 
     const FUSED_ATTENTION: bool = B::FUSED_ATTENTION;
 
+    fn fused_backward_on(device: &Self::Device) -> bool {
+        B::fused_backward_on(device)
+    }
+
     fn fused_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, table: &BlockTable) -> Option<FloatTensor<Self>> {
         if !B::FUSED_ATTENTION {
             return None;
@@ -88,6 +92,9 @@ impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B
         let nodes = [q.node.clone(), k.node.clone(), v.node.clone()];
         match FusedAttentionBackward.prepare::<C>(nodes).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
+                if !B::fused_backward_on(&B::float_device(&q.primitive)) {
+                    return None;
+                }
                 let (out, lse) = B::fused_attention_lse(q.primitive.clone(), k.primitive.clone(), v.primitive.clone(), table)?;
                 let saved = Saved { q: q.primitive, k: k.primitive, v: v.primitive, out: out.clone(), lse, table: table.clone() };
                 Some(prep.finish(saved, out))

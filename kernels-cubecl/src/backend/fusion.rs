@@ -79,6 +79,10 @@ impl<B: FusionBackend + AttentionBackend> AttentionBackend for Fusion<B> {
 
     const FULL_ATTENTION: bool = B::FULL_ATTENTION;
 
+    fn fused_backward_on(device: &Self::Device) -> bool {
+        B::fused_backward_on(device)
+    }
+
     fn full_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
         // Burn's fusion backend records its attention op and runs the inner backend's.
         B::FULL_ATTENTION.then(|| <Self as ModuleOps<Self>>::attention(q, k, v, None, None, Default::default()))

@@ -1,113 +1,56 @@
-//! Flash-attention backward (FlashAttention-2): gradients from the saved log-sum-exp.
+//! Flash-attention backward in FlashAttention-2's two-kernel form: gradients from the saved
+//! log-sum-exp, each score computed once.
 //!
 //! With `s = scale · q·k`, `p = exp(s − lse)`, `delta = rowsum(dO ∘ O)` and
-//! `ds = p · (dO·v − delta)`: `dV = Σ_q p · dO`, `dK = Σ_q ds · scale · q`, `dQ = Σ_k ds · scale · k`.
+//! `ds = p · (dO·v − delta)`: `dV = Σ_q p · dO`, `dK = scale · Σ_q ds · q`, `dQ = scale · Σ_k ds · k`.
 //!
-//! - [`flash_backward_dq`]: grid `(query tiles, batch × heads)`, one unit per query row, stages
-//!   K/V through shared memory; writes `dq` and `delta: [batch, heads, q_tokens]` (f32).
-//! - [`flash_backward_dkv`]: grid `(key tiles, batch × heads)`, one unit per key row, stages the
-//!   scaled queries, `dO`, `lse` and `delta` of the query ranges that see the tile; writes `dk`,
-//!   `dv` (zero for keys no query sees). Runs after the dQ kernel, which produced `delta`.
+//! - [`flash_backward_delta`]: grid `(⌈q_tokens / 32⌉, batch × heads)`, one unit per query row;
+//!   writes `delta: [batch, heads, q_tokens]` (f32) and zeroes that row of the f32 dQ
+//!   accumulator.
+//! - [`flash_backward`]: grid `(key tiles, batch × heads)`, cube `(32, planes)`, plane `g` owning
+//!   key rows `16g..16g + 16` of a key tile ([`super::plan::TilePlan::keys`]). For each staged
+//!   step of `cols` queries that see the tile (Q, dO in the input dtype, lse, delta):
+//!   `Sᵀ = K Qᵀ` and `dPᵀ = V dOᵀ` (through `cmma`, or the fallback's register tiles), then
+//!   `Pᵀ` and `dSᵀ` element-wise, then `dV += Pᵀ dO` and `dK += dSᵀ Q` (with `cmma` into f32
+//!   accumulators in shared memory; else on each unit's register tiles, dK in shared memory
+//!   where [`super::tiles::Tiles::shared_dk`]), and `dQ += dS K` added atomically into the f32
+//!   accumulator (FlashAttention-2's Algorithm 2). Writes `dk`, `dv` (zero for keys no query
+//!   sees) in the input dtype.
 //!
-//! All accumulation is in f32; inputs and gradients are in the input dtype. Loops over `dim` are
-//! unrolled ([`super::stage`] says why).
+//! The atomic adds make dQ's summation order, and so its last bits, depend on scheduling; dK and
+//! dV are deterministic. All accumulation is in f32.
 
-use super::stage::stage_rows;
+use super::forward::{cmma_accumulate, cmma_products};
+use super::stage::{accumulate_shared, accumulate_tile, cols_per_lane, head_offset, products_tile, stage_stats, stage_tile, zero_shared};
+use super::tiles::{GROUP_ROWS, PLANE};
 use cubecl::prelude::*;
 
-#[cube(launch)]
-#[allow(clippy::too_many_arguments)]
-pub fn flash_backward_dq<F: Float>(
-    q: &Tensor<F>,
-    k: &Tensor<F>,
-    v: &Tensor<F>,
+#[cube(launch_unchecked)]
+pub fn flash_backward_delta<F: Float>(
     out: &Tensor<F>,
     grad: &Tensor<F>,
-    lse: &Tensor<f32>,
-    tiles: &Tensor<u32>,
-    ranges: &Tensor<u32>,
-    dq: &mut Tensor<F>,
     delta: &mut Tensor<f32>,
+    dq: &mut Tensor<f32>,
     #[comptime] dim: usize,
-    #[comptime] stage: usize,
-    #[comptime] rows: usize,
     #[define(F)] _dtype: StorageType,
 ) {
-    let tile = CUBE_POS_X as usize;
     let bh = CUBE_POS_Y as usize;
-    let nq = q.shape(2);
-    let nk = k.shape(2);
-    let row = tiles[tile * 4] as usize + UNIT_POS_X as usize;
-    let active = row < tiles[tile * 4 + 1] as usize;
-    let q_base = (bh * nq + row) * dim;
-    let k_base = bh * nk * dim;
-    let scale = f32::new(comptime!(1.0 / (dim as f32).sqrt()));
-    let slots = comptime!((stage * dim).div_ceil(rows));
-
-    let mut qr = Array::<f32>::new(dim);
-    let mut gr = Array::<f32>::new(dim);
-    let mut acc = Array::<f32>::new(dim);
-    let mut row_delta = 0.0f32;
-    let mut row_lse = 0.0f32;
-    for c in 0..dim {
-        acc[c] = 0.0;
-        qr[c] = 0.0;
-        gr[c] = 0.0;
-        if active {
-            qr[c] = f32::cast_from(q[q_base + c]) * scale;
-            gr[c] = f32::cast_from(grad[q_base + c]);
-            row_delta += gr[c] * f32::cast_from(out[q_base + c]);
-        }
-    }
-    if active {
-        row_lse = lse[bh * nq + row];
-    }
-    let mut ks = SharedMemory::<f32>::new(stage * dim);
-    let mut vs = SharedMemory::<f32>::new(stage * dim);
-
-    for r in tiles[tile * 4 + 2] as usize..tiles[tile * 4 + 3] as usize {
-        let key_end = ranges[r * 2 + 1] as usize;
-        let mut key = ranges[r * 2] as usize;
-        while key < key_end {
-            let mut n = key_end - key;
-            if n > stage {
-                n = stage;
-            }
-            sync_cube();
-            stage_rows::<F>(k, k_base + key * dim, n * dim, 1.0, &mut ks, slots, rows);
-            stage_rows::<F>(v, k_base + key * dim, n * dim, 1.0, &mut vs, slots, rows);
-            sync_cube();
-            if active {
-                for j in 0..n {
-                    let mut s = 0.0f32;
-                    let mut dp = 0.0f32;
-                    #[unroll]
-                    for c in 0..dim {
-                        s += qr[c] * ks[j * dim + c];
-                        dp += gr[c] * vs[j * dim + c];
-                    }
-                    let ds = f32::exp(s - row_lse) * (dp - row_delta);
-                    #[unroll]
-                    for c in 0..dim {
-                        acc[c] += ds * ks[j * dim + c];
-                    }
-                }
-            }
-            key += stage;
-        }
-    }
-
-    if active {
+    let nq = out.shape(2);
+    let row = CUBE_POS_X as usize * PLANE + UNIT_POS_X as usize;
+    if row < nq {
+        let (o_base, g_base) = (head_offset::<F>(out, bh) + row * out.stride(2), head_offset::<F>(grad, bh) + row * grad.stride(2));
+        let mut sum = 0.0f32;
         for c in 0..dim {
-            dq[q_base + c] = F::cast_from(acc[c] * scale);
+            sum += f32::cast_from(out[o_base + c * out.stride(3)]) * f32::cast_from(grad[g_base + c * grad.stride(3)]);
+            dq[(bh * nq + row) * dim + c] = 0.0;
         }
-        delta[bh * nq + row] = row_delta;
+        delta[bh * nq + row] = sum;
     }
 }
 
-#[cube(launch)]
+#[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn flash_backward_dkv<F: Float>(
+pub fn flash_backward<F: Float>(
     q: &Tensor<F>,
     k: &Tensor<F>,
     v: &Tensor<F>,
@@ -118,85 +61,200 @@ pub fn flash_backward_dkv<F: Float>(
     ranges: &Tensor<u32>,
     dk: &mut Tensor<F>,
     dv: &mut Tensor<F>,
+    dq: &mut Tensor<Atomic<f32>>,
     #[comptime] dim: usize,
-    #[comptime] stage: usize,
-    #[comptime] rows: usize,
+    #[comptime] planes: usize,
+    #[comptime] cols: usize,
+    #[comptime] cmma: bool,
+    #[comptime] shared_dk: bool,
     #[define(F)] _dtype: StorageType,
 ) {
+    let (lane, g) = (UNIT_POS_X as usize, UNIT_POS_Y as usize);
+    let unit = UNIT_POS as usize;
     let tile = CUBE_POS_X as usize;
     let bh = CUBE_POS_Y as usize;
-    let unit = UNIT_POS_X as usize;
-    let nq = q.shape(2);
-    let nk = k.shape(2);
-    let row = tiles[tile * 4] as usize + unit;
-    let active = row < tiles[tile * 4 + 1] as usize;
-    let k_row = (bh * nk + row) * dim;
-    let q_base = bh * nq * dim;
+    let rows = comptime!(GROUP_ROWS * planes);
+    let units = comptime!(PLANE * planes);
+    let cpl = comptime!(cols_per_lane(dim));
+    let (nq, nk) = (q.shape(2), k.shape(2));
+    let row0 = tiles[tile * 4] as usize;
+    let row_end = tiles[tile * 4 + 1] as usize;
+    let (q_base, k_base, v_base, g_base) =
+        (head_offset::<F>(q, bh), head_offset::<F>(k, bh), head_offset::<F>(v, bh), head_offset::<F>(grad, bh));
     let scale = f32::new(comptime!(1.0 / (dim as f32).sqrt()));
-    let slots = comptime!((stage * dim).div_ceil(rows));
 
-    let mut kr = Array::<f32>::new(dim);
-    let mut vr = Array::<f32>::new(dim);
-    let mut dk_acc = Array::<f32>::new(dim);
-    let mut dv_acc = Array::<f32>::new(dim);
-    for c in 0..dim {
-        dk_acc[c] = 0.0;
-        dv_acc[c] = 0.0;
-        kr[c] = 0.0;
-        vr[c] = 0.0;
-        if active {
-            kr[c] = f32::cast_from(k[k_row + c]);
-            vr[c] = f32::cast_from(v[k_row + c]);
+    let mut qs = SharedMemory::<F>::new(cols * dim);
+    let mut gs = SharedMemory::<F>::new(cols * dim);
+    let mut ls = SharedMemory::<f32>::new(cols);
+    let mut dl = SharedMemory::<f32>::new(cols);
+    let mut sp = SharedMemory::<f32>::new(rows * cols);
+    let mut sd = SharedMemory::<f32>::new(rows * cols);
+    // The cmma path's key and value tile, Pᵀ and dSᵀ in the input dtype, and dQ's bounce buffer.
+    let mut kt = SharedMemory::<F>::new(comptime!(if cmma { rows * dim } else { 1 }));
+    let mut vt = SharedMemory::<F>::new(comptime!(if cmma { rows * dim } else { 1 }));
+    let mut pf = SharedMemory::<F>::new(comptime!(if cmma { rows * cols } else { 1 }));
+    let mut df = SharedMemory::<F>::new(comptime!(if cmma { rows * cols } else { 1 }));
+    let mut dqb = SharedMemory::<f32>::new(comptime!(if cmma { cols * dim } else { 1 }));
+    if comptime!(cmma) {
+        stage_tile::<F>(k, k_base, row0, row_end - row0, &mut kt, rows, dim, units);
+        stage_tile::<F>(v, v_base, row0, row_end - row0, &mut vt, rows, dim, units);
+    }
+
+    // dV in shared memory with cmma, else in each unit's register tile; dK in shared memory with
+    // cmma or `shared_dk`, else in a second register tile.
+    let mut acc_dv = Array::<f32>::new(comptime!(if cmma { 1 } else { GROUP_ROWS * cpl }));
+    let mut acc_dk = Array::<f32>::new(comptime!(if shared_dk { 1 } else { GROUP_ROWS * cpl }));
+    #[unroll]
+    for i in 0..comptime!(GROUP_ROWS * cpl) {
+        if comptime!(!cmma) {
+            acc_dv[i] = 0.0;
+        }
+        if comptime!(!shared_dk) {
+            acc_dk[i] = 0.0;
         }
     }
-    let mut qs = SharedMemory::<f32>::new(stage * dim);
-    let mut gs = SharedMemory::<f32>::new(stage * dim);
-    let mut lses = SharedMemory::<f32>::new(stage);
-    let mut deltas = SharedMemory::<f32>::new(stage);
+    let mut dv_sh = SharedMemory::<f32>::new(comptime!(if cmma { rows * dim } else { 1 }));
+    let mut dk_sh = SharedMemory::<f32>::new(comptime!(if shared_dk { rows * dim } else { 1 }));
+    if comptime!(cmma) {
+        zero_shared(&mut dv_sh, rows * dim, units);
+    }
+    if comptime!(shared_dk) {
+        zero_shared(&mut dk_sh, rows * dim, units);
+    }
 
     for r in tiles[tile * 4 + 2] as usize..tiles[tile * 4 + 3] as usize {
         let query_end = ranges[r * 2 + 1] as usize;
         let mut query = ranges[r * 2] as usize;
         while query < query_end {
-            let mut n = query_end - query;
-            if n > stage {
-                n = stage;
+            let n = min(query_end - query, cols);
+            sync_cube();
+            stage_tile::<F>(q, q_base, query, n, &mut qs, cols, dim, units);
+            stage_tile::<F>(grad, g_base, query, n, &mut gs, cols, dim, units);
+            stage_stats(lse, bh * nq + query, n, &mut ls, cols, units);
+            stage_stats(delta, bh * nq + query, n, &mut dl, cols, units);
+            sync_cube();
+            if comptime!(cmma) {
+                cmma_products::<F>(&kt, &qs, &mut sp, cols, dim);
+                cmma_products::<F>(&vt, &gs, &mut sd, cols, dim);
+            } else {
+                products_tile::<F>(k, k_base, row0 + g * GROUP_ROWS, row_end - 1, &qs, &mut sp, g * GROUP_ROWS, cols, dim);
+                products_tile::<F>(v, v_base, row0 + g * GROUP_ROWS, row_end - 1, &gs, &mut sd, g * GROUP_ROWS, cols, dim);
             }
             sync_cube();
-            stage_rows::<F>(q, q_base + query * dim, n * dim, scale, &mut qs, slots, rows);
-            stage_rows::<F>(grad, q_base + query * dim, n * dim, 1.0, &mut gs, slots, rows);
-            // stage ≤ 32 = rows: one row statistic per unit.
-            if unit < n {
-                lses[unit] = lse[bh * nq + query + unit];
-                deltas[unit] = delta[bh * nq + query + unit];
+            // Pᵀ and dSᵀ of the plane's rows; zero for queries past the step and idle key rows.
+            #[unroll]
+            for t in 0..comptime!(GROUP_ROWS * cols / PLANE) {
+                let e = lane + t * PLANE;
+                let (rr, j) = (e / cols, e % cols);
+                let i = (g * GROUP_ROWS + rr) * cols + j;
+                let mut p = 0.0f32;
+                if j < n && row0 + g * GROUP_ROWS + rr < row_end {
+                    p = f32::exp(sp[i] * scale - ls[j]);
+                }
+                let ds = p * (sd[i] - dl[j]);
+                sp[i] = p;
+                sd[i] = ds;
+                if comptime!(cmma) {
+                    pf[i] = F::cast_from(p);
+                    df[i] = F::cast_from(ds);
+                }
             }
             sync_cube();
-            if active {
-                for j in 0..n {
-                    let mut s = 0.0f32;
-                    let mut dp = 0.0f32;
-                    #[unroll]
-                    for c in 0..dim {
-                        s += qs[j * dim + c] * kr[c];
-                        dp += gs[j * dim + c] * vr[c];
+            if comptime!(cmma) {
+                cmma_accumulate::<F>(&pf, &gs, &mut dv_sh, cols, dim);
+                cmma_accumulate::<F>(&df, &qs, &mut dk_sh, cols, dim);
+                // dQ of the step: fragment `f` of `(cols / 16) × (dim / 16)` is plane `f % planes`'s.
+                let frags = comptime!((cols / 16) * (dim / 16));
+                #[unroll]
+                for f0 in 0..comptime!(frags.div_ceil(planes)) {
+                    let f = f0 * planes + g;
+                    if f < frags {
+                        let (qb, ub) = (f / comptime!(dim / 16), f % comptime!(dim / 16));
+                        let acc = cmma::Matrix::<f32>::from_value(
+                            cmma::MatrixIdent::Accumulator,
+                            16usize,
+                            16usize,
+                            16usize,
+                            cmma::MatrixLayout::Undefined,
+                            0.0,
+                        );
+                        #[unroll]
+                        for kb in 0..comptime!(rows / 16) {
+                            let a_start = kb * 16 * cols + qb * 16;
+                            let b_start = kb * 16 * dim + ub * 16;
+                            let am = cmma::Matrix::<F>::from_slice(
+                                cmma::MatrixIdent::A,
+                                16usize,
+                                16usize,
+                                16usize,
+                                cmma::MatrixLayout::ColMajor,
+                                &df.slice(a_start, a_start + 15 * cols + 16),
+                                cols as u32,
+                            );
+                            let bm = cmma::Matrix::<F>::from_slice(
+                                cmma::MatrixIdent::B,
+                                16usize,
+                                16usize,
+                                16usize,
+                                cmma::MatrixLayout::RowMajor,
+                                &kt.slice(b_start, b_start + 15 * dim + 16),
+                                dim as u32,
+                            );
+                            cmma::execute::<F, F, f32, f32>(&am, &bm, &acc, &acc);
+                        }
+                        let d_start = qb * 16 * dim + ub * 16;
+                        cmma::store(&mut dqb.slice_mut(d_start, d_start + 15 * dim + 16), &acc, dim as u32, cmma::MatrixLayout::RowMajor);
                     }
-                    let p = f32::exp(s - lses[j]);
-                    let ds = p * (dp - deltas[j]);
-                    #[unroll]
-                    for c in 0..dim {
-                        dv_acc[c] += p * gs[j * dim + c];
-                        dk_acc[c] += ds * qs[j * dim + c];
+                }
+                sync_cube();
+                #[unroll]
+                for t in 0..comptime!((cols * dim).div_ceil(units)) {
+                    let e = unit + t * units;
+                    let j = e / dim;
+                    if e < comptime!(cols * dim) && j < n {
+                        dq[(bh * nq + query + j) * dim + e % dim].fetch_add(dqb[e] * scale);
+                    }
+                }
+            } else {
+                accumulate_tile::<F>(&mut acc_dv, &sp, g * GROUP_ROWS, &gs, cols, dim);
+                if comptime!(shared_dk) {
+                    accumulate_shared::<F>(&mut dk_sh, &sd, g * GROUP_ROWS, &qs, cols, dim);
+                } else {
+                    accumulate_tile::<F>(&mut acc_dk, &sd, g * GROUP_ROWS, &qs, cols, dim);
+                }
+                let ks = k.stride(2);
+                let kc = k.stride(3);
+                for t in 0..comptime!((cols * dim).div_ceil(units)) {
+                    let e = unit + t * units;
+                    let (j, c) = (e / dim, e % dim);
+                    if e < comptime!(cols * dim) && j < n {
+                        let mut sum = 0.0f32;
+                        #[unroll]
+                        for rr in 0..rows {
+                            let key = min(row0 + rr, row_end - 1);
+                            sum += sd[rr * cols + j] * f32::cast_from(k[k_base + key * ks + c * kc]);
+                        }
+                        dq[(bh * nq + query + j) * dim + c].fetch_add(sum * scale);
                     }
                 }
             }
-            query += stage;
+            query += cols;
         }
     }
 
-    if active {
-        for c in 0..dim {
-            dk[k_row + c] = F::cast_from(dk_acc[c]);
-            dv[k_row + c] = F::cast_from(dv_acc[c]);
+    sync_cube();
+    #[unroll]
+    for rr in 0..GROUP_ROWS {
+        let row = row0 + g * GROUP_ROWS + rr;
+        #[unroll]
+        for u in 0..cpl {
+            let c = lane + u * PLANE;
+            if row < row_end && c < dim {
+                let dk_value = if comptime!(shared_dk) { dk_sh[(g * GROUP_ROWS + rr) * dim + c] } else { acc_dk[rr * cpl + u] };
+                dk[(bh * nk + row) * dim + c] = F::cast_from(dk_value * scale);
+                let dv_value = if comptime!(cmma) { dv_sh[(g * GROUP_ROWS + rr) * dim + c] } else { acc_dv[rr * cpl + u] };
+                dv[(bh * nk + row) * dim + c] = F::cast_from(dv_value);
+            }
         }
     }
 }

@@ -1,16 +1,130 @@
-//! Flash-attention forward over a query [`TilePlan`](super::plan::TilePlan).
+//! Flash-attention forward over a query [`TilePlan`](super::plan::TilePlan), in FlashAttention-2's
+//! work split ([`super::tiles`]).
 //!
-//! Grid: `(tiles, batch × heads)`; one unit per query row of the tile (`rows` units). Keys and
-//! values of the visited ranges are staged through shared memory `stage` rows at a time (cast to
-//! f32); each unit keeps its scaled query row, running max, running sum and output accumulator in
-//! f32 (online softmax). Loops over `dim` are unrolled ([`super::stage`] says why).
-//! Writes `out: [batch, heads, q_tokens, dim]` and `lse: [batch, heads, q_tokens]` (f32, natural
-//! log-sum-exp of the scaled scores; a row without keys gets `out = 0`, `lse = f32::MIN`).
+//! Grid: `(tiles, batch × heads)`; cube `(32, planes)`, plane `g` owning query rows
+//! `16g..16g + 16` of the tile. For each staged step of `cols` keys (K and V in shared memory, in
+//! the input dtype):
+//! 1. scores `S = Q Kᵀ` of the plane's rows into shared memory (f32): `cmma` from the staged query
+//!    tile, or the fallback's register tiles ([`products_tile`]);
+//! 2. online softmax, one unit per row (running max and sum in registers): probabilities in
+//!    place, each row's rescale factor in shared memory;
+//! 3. `O ← O · factor + P V` in f32: with `cmma`, on an accumulator in shared memory (rescaled
+//!    in place, then `P V` added by the tensor cores); else on each unit's `16 × ⌈dim/32⌉`
+//!    register tile ([`accumulate_tile`]).
+//!
+//! Inputs are read through their strides. Writes `out: [batch, heads, q_tokens, dim]` (contiguous)
+//! and `lse: [batch, heads, q_tokens]` (f32, natural log-sum-exp of the scaled scores; a row
+//! without keys gets `out = 0`, `lse = f32::MIN`).
 
-use super::stage::stage_rows;
+use super::stage::{accumulate_tile, cols_per_lane, head_offset, products_tile, scale_shared, stage_tile, zero_shared};
+use super::tiles::{GROUP_ROWS, PLANE};
 use cubecl::prelude::*;
 
-#[cube(launch)]
+/// `dst[16g + r][j] = Σ_c a[16g + r][c] · b[j][c]` for the plane's rows through `cmma`: `a` is a
+/// `[rows, dim]` tile, `b` a `[cols, dim]` tile (both input dtype), `dst` `[rows, cols]` f32.
+#[cube]
+pub fn cmma_products<F: Float>(
+    a: &SharedMemory<F>,
+    b: &SharedMemory<F>,
+    dst: &mut SharedMemory<f32>,
+    #[comptime] cols: usize,
+    #[comptime] dim: usize,
+) {
+    let g = UNIT_POS_Y as usize;
+    #[unroll]
+    for nb in 0..comptime!(cols / 16) {
+        let acc =
+            cmma::Matrix::<f32>::from_value(cmma::MatrixIdent::Accumulator, 16usize, 16usize, 16usize, cmma::MatrixLayout::Undefined, 0.0);
+        #[unroll]
+        for kb in 0..comptime!(dim / 16) {
+            let a_start = g * GROUP_ROWS * dim + kb * 16;
+            let b_start = nb * 16 * dim + kb * 16;
+            let am = cmma::Matrix::<F>::from_slice(
+                cmma::MatrixIdent::A,
+                16usize,
+                16usize,
+                16usize,
+                cmma::MatrixLayout::RowMajor,
+                &a.slice(a_start, a_start + 15 * dim + 16),
+                dim as u32,
+            );
+            let bm = cmma::Matrix::<F>::from_slice(
+                cmma::MatrixIdent::B,
+                16usize,
+                16usize,
+                16usize,
+                cmma::MatrixLayout::ColMajor,
+                &b.slice(b_start, b_start + 15 * dim + 16),
+                dim as u32,
+            );
+            cmma::execute::<F, F, f32, f32>(&am, &bm, &acc, &acc);
+        }
+        let d_start = g * GROUP_ROWS * cols + nb * 16;
+        cmma::store(&mut dst.slice_mut(d_start, d_start + 15 * cols + 16), &acc, cols as u32, cmma::MatrixLayout::RowMajor);
+    }
+}
+
+/// `dst[16g + r][c] += Σ_j a[16g + r][j] · b[j][c]` for the plane's rows through `cmma`: `a` is
+/// `[rows, k]`, `b` `[k, dim]` (both input dtype), `dst` `[rows, dim]` f32.
+#[cube]
+pub fn cmma_accumulate<F: Float>(
+    a: &SharedMemory<F>,
+    b: &SharedMemory<F>,
+    dst: &mut SharedMemory<f32>,
+    #[comptime] k: usize,
+    #[comptime] dim: usize,
+) {
+    let g = UNIT_POS_Y as usize;
+    #[unroll]
+    for ub in 0..comptime!(dim / 16) {
+        let d_start = g * GROUP_ROWS * dim + ub * 16;
+        let acc =
+            cmma::Matrix::<f32>::from_value(cmma::MatrixIdent::Accumulator, 16usize, 16usize, 16usize, cmma::MatrixLayout::Undefined, 0.0);
+        cmma::load_with_layout(&acc, &dst.slice(d_start, d_start + 15 * dim + 16), dim as u32, cmma::MatrixLayout::RowMajor);
+        #[unroll]
+        for jb in 0..comptime!(k / 16) {
+            let a_start = g * GROUP_ROWS * k + jb * 16;
+            let b_start = jb * 16 * dim + ub * 16;
+            let am = cmma::Matrix::<F>::from_slice(
+                cmma::MatrixIdent::A,
+                16usize,
+                16usize,
+                16usize,
+                cmma::MatrixLayout::RowMajor,
+                &a.slice(a_start, a_start + 15 * k + 16),
+                k as u32,
+            );
+            let bm = cmma::Matrix::<F>::from_slice(
+                cmma::MatrixIdent::B,
+                16usize,
+                16usize,
+                16usize,
+                cmma::MatrixLayout::RowMajor,
+                &b.slice(b_start, b_start + 15 * dim + 16),
+                dim as u32,
+            );
+            cmma::execute::<F, F, f32, f32>(&am, &bm, &acc, &acc);
+        }
+        cmma::store(&mut dst.slice_mut(d_start, d_start + 15 * dim + 16), &acc, dim as u32, cmma::MatrixLayout::RowMajor);
+    }
+}
+
+/// `acc[r][u] *= factor[16g + r]` on the unit's register tile.
+#[cube]
+pub fn scale_rows(acc: &mut Array<f32>, factor: &SharedMemory<f32>, #[comptime] dim: usize) {
+    let g = UNIT_POS_Y as usize;
+    let cpl = comptime!(cols_per_lane(dim));
+    #[unroll]
+    for r in 0..GROUP_ROWS {
+        let f = factor[g * GROUP_ROWS + r];
+        #[unroll]
+        for u in 0..cpl {
+            acc[r * cpl + u] *= f;
+        }
+    }
+}
+
+#[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn flash_forward<F: Float>(
     q: &Tensor<F>,
@@ -21,89 +135,123 @@ pub fn flash_forward<F: Float>(
     out: &mut Tensor<F>,
     lse: &mut Tensor<f32>,
     #[comptime] dim: usize,
-    #[comptime] stage: usize,
-    #[comptime] rows: usize,
+    #[comptime] planes: usize,
+    #[comptime] cols: usize,
+    #[comptime] cmma: bool,
     #[define(F)] _dtype: StorageType,
 ) {
+    let (lane, g) = (UNIT_POS_X as usize, UNIT_POS_Y as usize);
     let tile = CUBE_POS_X as usize;
     let bh = CUBE_POS_Y as usize;
+    let rows = comptime!(GROUP_ROWS * planes);
+    let units = comptime!(PLANE * planes);
+    let cpl = comptime!(cols_per_lane(dim));
     let nq = q.shape(2);
-    let nk = k.shape(2);
-    let row = tiles[tile * 4] as usize + UNIT_POS_X as usize;
-    let active = row < tiles[tile * 4 + 1] as usize;
-    let q_base = (bh * nq + row) * dim;
-    let k_base = bh * nk * dim;
+    let row0 = tiles[tile * 4] as usize;
+    let row_end = tiles[tile * 4 + 1] as usize;
+    let (q_base, k_base, v_base) = (head_offset::<F>(q, bh), head_offset::<F>(k, bh), head_offset::<F>(v, bh));
     let scale = f32::new(comptime!(1.0 / (dim as f32).sqrt()));
-    let slots = comptime!((stage * dim).div_ceil(rows));
 
-    let mut qr = Array::<f32>::new(dim);
-    let mut acc = Array::<f32>::new(dim);
-    let mut s = Array::<f32>::new(stage);
-    for c in 0..dim {
-        acc[c] = 0.0;
-        qr[c] = 0.0;
-        if active {
-            qr[c] = f32::cast_from(q[q_base + c]) * scale;
+    let mut ks = SharedMemory::<F>::new(cols * dim);
+    let mut vs = SharedMemory::<F>::new(cols * dim);
+    let mut ss = SharedMemory::<f32>::new(rows * cols);
+    let mut factor = SharedMemory::<f32>::new(rows);
+    // The cmma path's query tile, probabilities (input dtype) and output accumulator (f32); the
+    // fallback accumulates the output in each unit's register tile.
+    let mut qs = SharedMemory::<F>::new(comptime!(if cmma { rows * dim } else { 1 }));
+    let mut ps = SharedMemory::<F>::new(comptime!(if cmma { rows * cols } else { 1 }));
+    let mut acc_sh = SharedMemory::<f32>::new(comptime!(if cmma { rows * dim } else { 1 }));
+    let mut acc = Array::<f32>::new(comptime!(if cmma { 1 } else { GROUP_ROWS * cpl }));
+    if comptime!(cmma) {
+        stage_tile::<F>(q, q_base, row0, row_end - row0, &mut qs, rows, dim, units);
+        zero_shared(&mut acc_sh, rows * dim, units);
+    } else {
+        #[unroll]
+        for i in 0..comptime!(GROUP_ROWS * cpl) {
+            acc[i] = 0.0;
         }
     }
+    // Row statistics, held by unit `lane < 16` for row `16g + lane`.
     let mut m = f32::min_value();
     let mut l = 0.0f32;
-    let mut ks = SharedMemory::<f32>::new(stage * dim);
-    let mut vs = SharedMemory::<f32>::new(stage * dim);
+    let srow = g * GROUP_ROWS + lane;
 
     for r in tiles[tile * 4 + 2] as usize..tiles[tile * 4 + 3] as usize {
         let key_end = ranges[r * 2 + 1] as usize;
         let mut key = ranges[r * 2] as usize;
         while key < key_end {
-            let mut n = key_end - key;
-            if n > stage {
-                n = stage;
+            let n = min(key_end - key, cols);
+            sync_cube();
+            stage_tile::<F>(k, k_base, key, n, &mut ks, cols, dim, units);
+            stage_tile::<F>(v, v_base, key, n, &mut vs, cols, dim, units);
+            sync_cube();
+            if comptime!(cmma) {
+                cmma_products::<F>(&qs, &ks, &mut ss, cols, dim);
+            } else {
+                products_tile::<F>(q, q_base, row0 + g * GROUP_ROWS, row_end - 1, &ks, &mut ss, g * GROUP_ROWS, cols, dim);
             }
             sync_cube();
-            stage_rows::<F>(k, k_base + key * dim, n * dim, 1.0, &mut ks, slots, rows);
-            stage_rows::<F>(v, k_base + key * dim, n * dim, 1.0, &mut vs, slots, rows);
-            sync_cube();
-            if active {
+            if lane < GROUP_ROWS {
                 let mut mx = m;
                 for j in 0..n {
-                    let mut dot = 0.0f32;
-                    #[unroll]
-                    for c in 0..dim {
-                        dot += qr[c] * ks[j * dim + c];
+                    mx = f32::max(mx, ss[srow * cols + j] * scale);
+                }
+                let mut sum = 0.0f32;
+                for j in 0..cols {
+                    let p = select(j < n, f32::exp(ss[srow * cols + j] * scale - mx), 0.0);
+                    sum += p;
+                    if comptime!(cmma) {
+                        ps[srow * cols + j] = F::cast_from(p);
+                    } else {
+                        ss[srow * cols + j] = p;
                     }
-                    s[j] = dot;
-                    mx = f32::max(mx, dot);
                 }
                 let corr = f32::exp(m - mx);
-                l *= corr;
-                #[unroll]
-                for c in 0..dim {
-                    acc[c] *= corr;
-                }
-                for j in 0..n {
-                    let p = f32::exp(s[j] - mx);
-                    l += p;
-                    #[unroll]
-                    for c in 0..dim {
-                        acc[c] += p * vs[j * dim + c];
-                    }
-                }
+                l = l * corr + sum;
                 m = mx;
+                factor[srow] = corr;
             }
-            key += stage;
+            sync_cube();
+            if comptime!(cmma) {
+                scale_shared(&mut acc_sh, &factor, dim);
+                sync_cube();
+                cmma_accumulate::<F>(&ps, &vs, &mut acc_sh, cols, dim);
+            } else {
+                scale_rows(&mut acc, &factor, dim);
+                accumulate_tile::<F>(&mut acc, &ss, g * GROUP_ROWS, &vs, cols, dim);
+            }
+            key += cols;
         }
     }
 
-    if active {
+    sync_cube();
+    if lane < GROUP_ROWS {
+        let row = row0 + srow;
         let mut inv = 0.0f32;
-        let mut row_lse = f32::min_value();
         if l > 0.0 {
             inv = 1.0 / l;
-            row_lse = m + f32::ln(l);
         }
-        for c in 0..dim {
-            out[q_base + c] = F::cast_from(acc[c] * inv);
+        factor[srow] = inv;
+        if row < row_end {
+            let mut row_lse = f32::min_value();
+            if l > 0.0 {
+                row_lse = m + f32::ln(l);
+            }
+            lse[bh * nq + row] = row_lse;
         }
-        lse[bh * nq + row] = row_lse;
+    }
+    sync_cube();
+    #[unroll]
+    for r in 0..GROUP_ROWS {
+        let row = row0 + g * GROUP_ROWS + r;
+        let inv = factor[g * GROUP_ROWS + r];
+        #[unroll]
+        for u in 0..cpl {
+            let c = lane + u * PLANE;
+            if row < row_end && c < dim {
+                let o = if comptime!(cmma) { acc_sh[(g * GROUP_ROWS + r) * dim + c] } else { acc[r * cpl + u] };
+                out[(bh * nq + row) * dim + c] = F::cast_from(o * inv);
+            }
+        }
     }
 }
