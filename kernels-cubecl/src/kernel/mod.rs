@@ -1,6 +1,6 @@
 //! Block-sparse flash attention in FlashAttention-2's work split: CubeCL forward with
 //! log-sum-exp and the two-kernel backward, on tensor cores (`cmma`) where the runtime has them
-//! ([`tiles`]).
+//! (`tiles`, with the `cube` feature).
 //!
 //! Shapes: `q: [batch, heads, q_tokens, dim]`, `k, v: [batch, heads, k_tokens, dim]` in f32, f16
 //! or bf16; `lse, delta: [batch, heads, q_tokens]` in f32. A [`BlockTable`](crate::BlockTable) is
