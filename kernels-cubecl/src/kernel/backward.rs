@@ -20,7 +20,7 @@
 //! The atomic adds make dQ's summation order, and so its last bits, depend on scheduling; dK and
 //! dV are deterministic. All accumulation is in f32.
 
-use super::forward::{cmma_accumulate, cmma_products};
+use super::mma;
 use super::stage::{accumulate_shared, accumulate_tile, cols_per_lane, head_offset, products_tile, stage_stats, stage_tile, zero_shared};
 use super::tiles::{GROUP_ROWS, PLANE};
 use cubecl::prelude::*;
@@ -134,8 +134,8 @@ pub fn flash_backward<F: Float>(
             stage_stats(delta, bh * nq + query, n, &mut dl, cols, units);
             sync_cube();
             if comptime!(cmma) {
-                cmma_products::<F>(&kt, &qs, &mut sp, cols, dim);
-                cmma_products::<F>(&vt, &gs, &mut sd, cols, dim);
+                mma::products::<F>(&kt, &qs, &mut sp, cols, dim);
+                mma::products::<F>(&vt, &gs, &mut sd, cols, dim);
             } else {
                 products_tile::<F>(k, k_base, row0 + g * GROUP_ROWS, row_end - 1, &qs, &mut sp, g * GROUP_ROWS, cols, dim);
                 products_tile::<F>(v, v_base, row0 + g * GROUP_ROWS, row_end - 1, &gs, &mut sd, g * GROUP_ROWS, cols, dim);
@@ -161,8 +161,8 @@ pub fn flash_backward<F: Float>(
             }
             sync_cube();
             if comptime!(cmma) {
-                cmma_accumulate::<F>(&pf, &gs, &mut dv_sh, cols, dim);
-                cmma_accumulate::<F>(&df, &qs, &mut dk_sh, cols, dim);
+                mma::accumulate::<F>(&pf, &gs, &mut dv_sh, cols, dim);
+                mma::accumulate::<F>(&df, &qs, &mut dk_sh, cols, dim);
                 // dQ of the step: fragment `f` of `(cols / 16) × (dim / 16)` is plane `f % planes`'s.
                 let frags = comptime!((cols / 16) * (dim / 16));
                 #[unroll]
@@ -170,40 +170,12 @@ pub fn flash_backward<F: Float>(
                     let f = f0 * planes + g;
                     if f < frags {
                         let (qb, ub) = (f / comptime!(dim / 16), f % comptime!(dim / 16));
-                        let acc = cmma::Matrix::<f32>::from_value(
-                            cmma::MatrixIdent::Accumulator,
-                            16usize,
-                            16usize,
-                            16usize,
-                            cmma::MatrixLayout::Undefined,
-                            0.0,
-                        );
-                        #[unroll]
-                        for kb in 0..comptime!(rows / 16) {
-                            let a_start = kb * 16 * cols + qb * 16;
-                            let b_start = kb * 16 * dim + ub * 16;
-                            let am = cmma::Matrix::<F>::from_slice(
-                                cmma::MatrixIdent::A,
-                                16usize,
-                                16usize,
-                                16usize,
-                                cmma::MatrixLayout::ColMajor,
-                                &df.slice(a_start, a_start + 15 * cols + 16),
-                                cols as u32,
-                            );
-                            let bm = cmma::Matrix::<F>::from_slice(
-                                cmma::MatrixIdent::B,
-                                16usize,
-                                16usize,
-                                16usize,
-                                cmma::MatrixLayout::RowMajor,
-                                &kt.slice(b_start, b_start + 15 * dim + 16),
-                                dim as u32,
-                            );
-                            cmma::execute::<F, F, f32, f32>(&am, &bm, &acc, &acc);
-                        }
                         let d_start = qb * 16 * dim + ub * 16;
-                        cmma::store(&mut dqb.slice_mut(d_start, d_start + 15 * dim + 16), &acc, dim as u32, cmma::MatrixLayout::RowMajor);
+                        let acc = mma::accumulator(&dqb, d_start, dim, false);
+                        let a_op = comptime!(mma::Operand { ld: cols, step: 16 * cols, col_major: true });
+                        let b_op = comptime!(mma::Operand { ld: dim, step: 16 * dim, col_major: false });
+                        mma::mma_sum::<F>(&acc, &df, qb * 16, a_op, &kt, ub * 16, b_op, comptime!(rows / 16));
+                        mma::store(&acc, &mut dqb, d_start, dim);
                     }
                 }
                 sync_cube();
@@ -218,7 +190,7 @@ pub fn flash_backward<F: Float>(
             } else {
                 accumulate_tile::<F>(&mut acc_dv, &sp, g * GROUP_ROWS, &gs, cols, dim);
                 if comptime!(shared_dk) {
-                    accumulate_shared::<F>(&mut dk_sh, &sd, g * GROUP_ROWS, &qs, cols, dim);
+                    accumulate_shared::<F>(&mut dk_sh, &sd, &qs, cols, dim);
                 } else {
                     accumulate_tile::<F>(&mut acc_dk, &sd, g * GROUP_ROWS, &qs, cols, dim);
                 }

@@ -16,98 +16,10 @@
 //! and `lse: [batch, heads, q_tokens]` (f32, natural log-sum-exp of the scaled scores; a row
 //! without keys gets `out = 0`, `lse = f32::MIN`).
 
+use super::mma;
 use super::stage::{accumulate_tile, cols_per_lane, head_offset, products_tile, scale_shared, stage_tile, zero_shared};
 use super::tiles::{GROUP_ROWS, PLANE};
 use cubecl::prelude::*;
-
-/// `dst[16g + r][j] = Σ_c a[16g + r][c] · b[j][c]` for the plane's rows through `cmma`: `a` is a
-/// `[rows, dim]` tile, `b` a `[cols, dim]` tile (both input dtype), `dst` `[rows, cols]` f32.
-#[cube]
-pub fn cmma_products<F: Float>(
-    a: &SharedMemory<F>,
-    b: &SharedMemory<F>,
-    dst: &mut SharedMemory<f32>,
-    #[comptime] cols: usize,
-    #[comptime] dim: usize,
-) {
-    let g = UNIT_POS_Y as usize;
-    #[unroll]
-    for nb in 0..comptime!(cols / 16) {
-        let acc =
-            cmma::Matrix::<f32>::from_value(cmma::MatrixIdent::Accumulator, 16usize, 16usize, 16usize, cmma::MatrixLayout::Undefined, 0.0);
-        #[unroll]
-        for kb in 0..comptime!(dim / 16) {
-            let a_start = g * GROUP_ROWS * dim + kb * 16;
-            let b_start = nb * 16 * dim + kb * 16;
-            let am = cmma::Matrix::<F>::from_slice(
-                cmma::MatrixIdent::A,
-                16usize,
-                16usize,
-                16usize,
-                cmma::MatrixLayout::RowMajor,
-                &a.slice(a_start, a_start + 15 * dim + 16),
-                dim as u32,
-            );
-            let bm = cmma::Matrix::<F>::from_slice(
-                cmma::MatrixIdent::B,
-                16usize,
-                16usize,
-                16usize,
-                cmma::MatrixLayout::ColMajor,
-                &b.slice(b_start, b_start + 15 * dim + 16),
-                dim as u32,
-            );
-            cmma::execute::<F, F, f32, f32>(&am, &bm, &acc, &acc);
-        }
-        let d_start = g * GROUP_ROWS * cols + nb * 16;
-        cmma::store(&mut dst.slice_mut(d_start, d_start + 15 * cols + 16), &acc, cols as u32, cmma::MatrixLayout::RowMajor);
-    }
-}
-
-/// `dst[16g + r][c] += Σ_j a[16g + r][j] · b[j][c]` for the plane's rows through `cmma`: `a` is
-/// `[rows, k]`, `b` `[k, dim]` (both input dtype), `dst` `[rows, dim]` f32.
-#[cube]
-pub fn cmma_accumulate<F: Float>(
-    a: &SharedMemory<F>,
-    b: &SharedMemory<F>,
-    dst: &mut SharedMemory<f32>,
-    #[comptime] k: usize,
-    #[comptime] dim: usize,
-) {
-    let g = UNIT_POS_Y as usize;
-    #[unroll]
-    for ub in 0..comptime!(dim / 16) {
-        let d_start = g * GROUP_ROWS * dim + ub * 16;
-        let acc =
-            cmma::Matrix::<f32>::from_value(cmma::MatrixIdent::Accumulator, 16usize, 16usize, 16usize, cmma::MatrixLayout::Undefined, 0.0);
-        cmma::load_with_layout(&acc, &dst.slice(d_start, d_start + 15 * dim + 16), dim as u32, cmma::MatrixLayout::RowMajor);
-        #[unroll]
-        for jb in 0..comptime!(k / 16) {
-            let a_start = g * GROUP_ROWS * k + jb * 16;
-            let b_start = jb * 16 * dim + ub * 16;
-            let am = cmma::Matrix::<F>::from_slice(
-                cmma::MatrixIdent::A,
-                16usize,
-                16usize,
-                16usize,
-                cmma::MatrixLayout::RowMajor,
-                &a.slice(a_start, a_start + 15 * k + 16),
-                k as u32,
-            );
-            let bm = cmma::Matrix::<F>::from_slice(
-                cmma::MatrixIdent::B,
-                16usize,
-                16usize,
-                16usize,
-                cmma::MatrixLayout::RowMajor,
-                &b.slice(b_start, b_start + 15 * dim + 16),
-                dim as u32,
-            );
-            cmma::execute::<F, F, f32, f32>(&am, &bm, &acc, &acc);
-        }
-        cmma::store(&mut dst.slice_mut(d_start, d_start + 15 * dim + 16), &acc, dim as u32, cmma::MatrixLayout::RowMajor);
-    }
-}
 
 /// `acc[r][u] *= factor[16g + r]` on the unit's register tile.
 #[cube]
@@ -186,7 +98,7 @@ pub fn flash_forward<F: Float>(
             stage_tile::<F>(v, v_base, key, n, &mut vs, cols, dim, units);
             sync_cube();
             if comptime!(cmma) {
-                cmma_products::<F>(&qs, &ks, &mut ss, cols, dim);
+                mma::products::<F>(&qs, &ks, &mut ss, cols, dim);
             } else {
                 products_tile::<F>(q, q_base, row0 + g * GROUP_ROWS, row_end - 1, &ks, &mut ss, g * GROUP_ROWS, cols, dim);
             }
@@ -215,7 +127,7 @@ pub fn flash_forward<F: Float>(
             if comptime!(cmma) {
                 scale_shared(&mut acc_sh, &factor, dim);
                 sync_cube();
-                cmma_accumulate::<F>(&ps, &vs, &mut acc_sh, cols, dim);
+                mma::accumulate::<F>(&ps, &vs, &mut acc_sh, cols, dim);
             } else {
                 scale_rows(&mut acc, &factor, dim);
                 accumulate_tile::<F>(&mut acc, &ss, g * GROUP_ROWS, &vs, cols, dim);

@@ -21,6 +21,8 @@ mod forward;
 #[cfg(feature = "cube")]
 mod launch;
 #[cfg(feature = "cube")]
+mod mma;
+#[cfg(feature = "cube")]
 mod stage;
 #[cfg(feature = "cube")]
 pub mod tiles;

@@ -161,32 +161,30 @@ pub fn scale_shared(acc: &mut SharedMemory<f32>, factor: &SharedMemory<f32>, #[c
     }
 }
 
-/// Like [`accumulate_tile`] into `acc: [rows, dim]` f32 in shared memory: each of the unit's
-/// elements is read, takes its `cols` products and is written back, so no register tile is held.
+/// [`accumulate_tile`] on the plane's rows of an `[rows, dim]` f32 accumulator in shared memory:
+/// the unit's elements are held in a register tile for the step only, not across steps.
 #[cube]
 pub fn accumulate_shared<F: Float>(
     acc: &mut SharedMemory<f32>,
     a: &SharedMemory<f32>,
-    row0: usize,
     b: &SharedMemory<F>,
     #[comptime] cols: usize,
     #[comptime] dim: usize,
 ) {
-    let lane = UNIT_POS_X as usize;
+    let (lane, g) = (UNIT_POS_X as usize, UNIT_POS_Y as usize);
+    let cpl = comptime!(cols_per_lane(dim));
+    let mut tile = Array::<f32>::new(comptime!(GROUP_ROWS * cpl));
     #[unroll]
-    for r in 0..GROUP_ROWS {
-        #[unroll]
-        for u in 0..comptime!(cols_per_lane(dim)) {
-            let c = lane + u * PLANE;
-            if c < dim {
-                let i = (row0 + r) * dim + c;
-                let mut x = acc[i];
-                #[unroll]
-                for j in 0..cols {
-                    x += a[(row0 + r) * cols + j] * f32::cast_from(b[j * dim + c]);
-                }
-                acc[i] = x;
-            }
+    for i in 0..comptime!(GROUP_ROWS * cpl) {
+        let c = min(lane + (i % cpl) * PLANE, comptime!(dim - 1));
+        tile[i] = acc[(g * GROUP_ROWS + i / cpl) * dim + c];
+    }
+    accumulate_tile::<F>(&mut tile, a, g * GROUP_ROWS, b, cols, dim);
+    #[unroll]
+    for i in 0..comptime!(GROUP_ROWS * cpl) {
+        let c = lane + (i % cpl) * PLANE;
+        if c < dim {
+            acc[(g * GROUP_ROWS + i / cpl) * dim + c] = tile[i];
         }
     }
 }
