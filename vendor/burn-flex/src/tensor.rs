@@ -325,7 +325,7 @@ impl FlexTensor {
         }
     }
 
-    fn copy_contiguous<E: Element + bytemuck::Pod>(&self) -> Self {
+    fn copy_contiguous<E: Element + bytemuck::Pod + Send + Sync>(&self) -> Self {
         let src: &[E] = bytemuck::cast_slice(&self.data);
         let n = self.layout.num_elements();
         let mut dst = Vec::with_capacity(n);
@@ -365,21 +365,17 @@ impl FlexTensor {
                     }
                 }
             }
-        } else if shape.len() == 2 && all_positive {
-            // 2D positive-stride (transpose-like): tile both dims so
-            // reads stay in cache. The loop-nesting chooser inside
-            // `copy_2d_tiled` picks whichever ordering puts the
-            // smaller source stride on the innermost loop.
-            debug_assert_eq!(shape[0] * shape[1], n, "2D strides must cover all elements");
-            // SAFETY: capacity is n; `copy_2d_tiled` writes every
-            // `(row, col)` position exactly once.
+        } else if all_positive && self.layout.num_dims() <= COLLAPSE_MAX_RANK {
+            // flashforward patch: every positive-stride layout of rank ≥ 2
+            // is copied as a stack of 2D planes (the last two collapsed
+            // dims), row blocks of which run on the rayon pool. Upstream
+            // walked rank ≥ 3 (e.g. `[b, n, h, d].swap_dims(1, 2)`) one
+            // element at a time through `StridedIter`, on one thread.
+            // SAFETY: capacity is n; `copy_planes` writes every position once.
             unsafe { dst.set_len(n) };
-            copy_2d_tiled(
-                &mut dst, src, offset, shape[0], shape[1], strides[0], strides[1],
-            );
+            copy_planes(&mut dst, src, offset, shape, strides);
         } else {
-            // General fallback: covers negative strides (flipped
-            // tensors) and ND layouts that can't collapse to ≤2D.
+            // General fallback: negative strides (flipped tensors).
             for idx in crate::strided_index::StridedIter::new(&self.layout) {
                 dst.push(src[idx]);
             }
@@ -544,6 +540,70 @@ fn collapse_for_copy(shape: &[usize], strides: &[isize]) -> CollapsedLayout {
     }
 
     out
+}
+
+/// Elements per task of a parallel strided copy (flashforward patch).
+const COPY_TASK: usize = 1 << 15;
+
+/// Copy the positive-stride collapsed layout `shape`/`strides` (rank ≥ 2)
+/// at `offset` into the contiguous `dst` (flashforward patch): a stack of
+/// `[rows, cols]` planes over the leading dims, each plane cut into row
+/// blocks of about [`COPY_TASK`] elements, run on the rayon pool when the
+/// tensor has more than one block. A copy writes each element once, so the
+/// result does not depend on the thread count.
+fn copy_planes<E: Copy + Send + Sync>(
+    dst: &mut [E],
+    src: &[E],
+    offset: isize,
+    shape: &[usize],
+    strides: &[isize],
+) {
+    let rank = shape.len();
+    let (rows, cols) = (shape[rank - 2], shape[rank - 1]);
+    let (row_stride, col_stride) = (strides[rank - 2], strides[rank - 1]);
+    let block_rows = (COPY_TASK / cols.max(1)).clamp(1, rows.max(1));
+    let plane_len = rows * cols;
+    // The source offset of plane `p`: `p` unravelled over the leading dims.
+    let plane_offset = |mut p: usize| {
+        let mut at = offset;
+        for d in (0..rank - 2).rev() {
+            at += (p % shape[d]) as isize * strides[d];
+            p /= shape[d];
+        }
+        at
+    };
+    let copy_block = |p: usize, b: usize, out: &mut [E]| {
+        let base = plane_offset(p) + (b * block_rows) as isize * row_stride;
+        let block = out.len() / cols;
+        if col_stride == 1 {
+            for (r, out) in out.chunks_exact_mut(cols).enumerate() {
+                let at = (base + r as isize * row_stride) as usize;
+                out.copy_from_slice(&src[at..at + cols]);
+            }
+        } else {
+            copy_2d_tiled(out, src, base, block, cols, row_stride, col_stride);
+        }
+    };
+    let block_len = block_rows * cols;
+    if plane_len == 0 {
+        return;
+    }
+    #[cfg(feature = "rayon")]
+    if dst.len() > block_len {
+        use rayon::prelude::*;
+        dst.par_chunks_mut(plane_len).enumerate().for_each(|(p, plane)| {
+            plane
+                .par_chunks_mut(block_len)
+                .enumerate()
+                .for_each(|(b, out)| copy_block(p, b, out));
+        });
+        return;
+    }
+    for (p, plane) in dst.chunks_mut(plane_len).enumerate() {
+        for (b, out) in plane.chunks_mut(block_len).enumerate() {
+            copy_block(p, b, out);
+        }
+    }
 }
 
 /// Tiled 2D copy from a strided source into a contiguous destination.
