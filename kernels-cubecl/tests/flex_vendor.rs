@@ -1,6 +1,7 @@
 //! The vendored burn-flex (`vendor/burn-flex`, the CPU kernels' backend): its threaded strided
-//! copies (`copy_planes`) give NdArray's values bit for bit on random permuted and sliced rank-4
-//! views, and the same bits at 1 and 2 threads; so do element-wise ops on them.
+//! copies (`copy_planes`), its element-wise ops (threaded from 64 Ki elements) and its strided
+//! binary ops of any rank (`apply_strided`) give NdArray's values bit for bit on random permuted
+//! and sliced rank-4 views and per-frame broadcasts, and the same bits at 1 and 2 threads.
 #![cfg(feature = "flex")]
 
 use burn::backend::{Flex, NdArray};
@@ -53,7 +54,8 @@ fn cases() -> Vec<Case> {
         .collect()
 }
 
-/// The bits of the view made contiguous, and of it times a contiguous tensor plus a shared row.
+/// The bits of the view made contiguous, and of it times a contiguous tensor, plus a shared row,
+/// times a per-frame row.
 fn run<B: Backend>(case: &Case) -> [Vec<u32>; 2] {
     let device = Default::default();
     let x = Tensor::<B, 4>::from_data(TensorData::new(case.values.clone(), case.dims), &device).permute(case.perm);
@@ -64,7 +66,10 @@ fn run<B: Backend>(case: &Case) -> [Vec<u32>; 2] {
     let scale = Tensor::<B, 4>::ones(shape, &device).mul_scalar(1.5);
     let row = (0..shape[3]).map(|j| j as f32 / 8.0).collect::<Vec<_>>();
     let row = Tensor::<B, 4>::from_data(TensorData::new(row, [1, 1, 1, shape[3]]), &device);
-    let mixed = (view.mul(scale) + row).reshape([a * b * c * (d - case.cut)]);
+    // One modulation per `[a, b]` frame, broadcast over its `c` tokens (adaLN's shape).
+    let frame = (0..a * b * shape[3]).map(|j| 1.0 + (j % 7) as f32 / 4.0).collect::<Vec<_>>();
+    let frame = Tensor::<B, 4>::from_data(TensorData::new(frame, [a, b, 1, shape[3]]), &device);
+    let mixed = (view.mul(scale) + row).mul(frame).reshape([a * b * c * (d - case.cut)]);
     [copy, mixed].map(|t| t.into_data().to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect())
 }
 

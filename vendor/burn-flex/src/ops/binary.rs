@@ -384,11 +384,11 @@ where
                 .map(|(&a, &b)| op(a, b))
                 .collect()
         }
-        // Fast path for 2D non-contiguous (common for transpose)
-        _ if lhs.layout().num_dims() == 2 => {
-            apply_2d_strided(lhs_storage, rhs_storage, lhs.layout(), rhs.layout(), op)
+        // Non-contiguous, row by row (transposes, broadcasts)
+        _ if lhs.layout().num_dims() >= 1 => {
+            apply_strided(lhs_storage, rhs_storage, lhs.layout(), rhs.layout(), op)
         }
-        // General fallback
+        // Rank 0
         _ => {
             let lhs_iter = StridedIter::new(lhs.layout());
             let rhs_iter = StridedIter::new(rhs.layout());
@@ -402,9 +402,14 @@ where
     make_tensor(result, shape, dtype)
 }
 
-/// Fast 2D strided binary operation using row-based iteration.
+/// Strided binary operation of two same-shape layouts of any rank ≥ 1, row
+/// by row (flashforward patch: upstream had this for rank 2 only and walked
+/// higher ranks, such as a per-frame `[b, f, 1, d]` modulation broadcast
+/// over `[b, f, n, d]`, one element at a time through `StridedIter`). The
+/// outer dims step like an odometer once per row; the last dim is a plain
+/// strided loop.
 #[inline]
-pub(crate) fn apply_2d_strided<E, R, Op>(
+pub(crate) fn apply_strided<E, R, Op>(
     lhs: &[E],
     rhs: &[E],
     lhs_layout: &Layout,
@@ -415,20 +420,34 @@ where
     E: Copy,
     Op: Fn(E, E) -> R,
 {
-    let (rows, cols, l_row_stride, l_col_stride) = lhs_layout.as_2d_strides().unwrap();
-    let (_, _, r_row_stride, r_col_stride) = rhs_layout.as_2d_strides().unwrap();
-    let l_offset = lhs_layout.start_offset() as isize;
-    let r_offset = rhs_layout.start_offset() as isize;
+    let shape = lhs_layout.shape();
+    let rank = shape.num_dims();
+    let (l_strides, r_strides) = (lhs_layout.strides(), rhs_layout.strides());
+    let cols = shape[rank - 1];
+    let (l_col_stride, r_col_stride) = (l_strides[rank - 1], r_strides[rank - 1]);
+    let n = lhs_layout.num_elements();
+    let rows = if cols == 0 { 0 } else { n / cols };
 
-    let mut result = Vec::with_capacity(rows * cols);
-
-    for row in 0..rows {
-        let l_row_start = l_offset + row as isize * l_row_stride;
-        let r_row_start = r_offset + row as isize * r_row_stride;
+    let mut result = Vec::with_capacity(n);
+    let mut index = alloc::vec![0usize; rank - 1];
+    let mut l_row = lhs_layout.start_offset() as isize;
+    let mut r_row = rhs_layout.start_offset() as isize;
+    for _ in 0..rows {
         for col in 0..cols {
-            let l_idx = (l_row_start + col as isize * l_col_stride) as usize;
-            let r_idx = (r_row_start + col as isize * r_col_stride) as usize;
+            let l_idx = (l_row + col as isize * l_col_stride) as usize;
+            let r_idx = (r_row + col as isize * r_col_stride) as usize;
             result.push(op(lhs[l_idx], rhs[r_idx]));
+        }
+        for d in (0..rank - 1).rev() {
+            index[d] += 1;
+            l_row += l_strides[d];
+            r_row += r_strides[d];
+            if index[d] < shape[d] {
+                break;
+            }
+            index[d] = 0;
+            l_row -= shape[d] as isize * l_strides[d];
+            r_row -= shape[d] as isize * r_strides[d];
         }
     }
 

@@ -335,8 +335,8 @@ where
                 .map(|(&a, &b)| cmp(a, b) as u8)
                 .collect()
         }
-        // Fast path for 2D non-contiguous (common for transpose)
-        _ if lhs.layout().num_dims() == 2 => crate::ops::binary::apply_2d_strided(
+        // Non-contiguous, row by row (flashforward patch: was rank 2 only)
+        _ if lhs.layout().num_dims() >= 1 => crate::ops::binary::apply_strided(
             lhs_storage,
             rhs_storage,
             lhs.layout(),
