@@ -1,8 +1,14 @@
 //! Forward of the CPU kernel: per (batch·head, query tile), S = scale·Q·Kᵀ over each allowed key
 //! tile (GEMM), online softmax in f32, O += P·V (GEMM); then O /= l and lse = m + ln l. A row
 //! without allowed keys outputs zeros and lse = −∞.
+//!
+//! The queries are transposed once, tile by tile ([`transpose_tiles`]), so that gemm reads a
+//! tile's queries as a column-major left operand for every key tile instead of repacking them;
+//! the scores land column-major (`ld × keys`, `ld` = the tile's rows rounded up to
+//! [`simd::LANES`]; the padding rows are computed and ignored), which the softmax step walks 16
+//! rows at a time and the P·V product reads in place.
 
-use super::gemm::{View, matmul};
+use super::gemm::{View, matmul, matmul_strided, transpose_tiles};
 use super::tiles::{Group, KEY_TILE, key_tiles, query_tiles};
 use super::{Dims, part, simd};
 use rayon::prelude::*;
@@ -14,6 +20,7 @@ pub fn forward(q: &[f32], k: &[f32], v: &[f32], dims: Dims, groups: &[Group]) ->
     let mut out = vec![0.0; dims.bh * nq * d];
     let mut lse = vec![f32::NEG_INFINITY; dims.bh * nq];
     let tiles = query_tiles(groups);
+    let qt = transpose_tiles(q, nq, d, &tiles.iter().map(|(_, rows)| rows.clone()).collect::<Vec<_>>());
     let mut work = Vec::with_capacity(dims.bh * tiles.len());
     for (bh, (mut o, mut l)) in out.chunks_mut(nq * d).zip(lse.chunks_mut(nq)).enumerate() {
         for (g, rows) in &tiles {
@@ -24,34 +31,31 @@ pub fn forward(q: &[f32], k: &[f32], v: &[f32], dims: Dims, groups: &[Group]) ->
         }
     }
     work.into_par_iter().for_each(|(bh, group, rows, o, l)| {
-        tile(part(q, bh, nq * d), part(k, bh, nk * d), part(v, bh, nk * d), d, group, rows, o, l);
+        tile(part(&qt, bh, nq * d), part(k, bh, nk * d), part(v, bh, nk * d), d, group, rows, o, l);
     });
     (out, lse)
 }
 
-/// One query tile of one head: `q` `[nq, d]`, `k`, `v` `[nk, d]`; writes the tile's rows of O and lse.
+/// One query tile of one head: `qt` the head's tile-transposed queries, `k`, `v` `[nk, d]`; writes
+/// the tile's rows of O and lse.
 #[allow(clippy::too_many_arguments)]
-fn tile(q: &[f32], k: &[f32], v: &[f32], d: usize, group: &Group, rows: Range<usize>, o: &mut [f32], lse: &mut [f32]) {
-    let m = rows.len();
+fn tile(qt: &[f32], k: &[f32], v: &[f32], d: usize, group: &Group, rows: Range<usize>, o: &mut [f32], lse: &mut [f32]) {
+    let (m, ld) = (rows.len(), rows.len().next_multiple_of(simd::LANES));
     let scale = 1.0 / (d as f32).sqrt();
-    let q = View::rows(&q[rows.start * d..rows.end * d], m, d, d);
-    let mut s = vec![0.0f32; m * KEY_TILE];
-    let (mut row_max, mut row_sum) = (vec![f32::NEG_INFINITY; m], vec![0.0f32; m]);
+    let q = View::cols(&qt[rows.start * d..rows.end * d], m, d);
+    let mut s = vec![0.0f32; ld * KEY_TILE];
+    let (mut row_max, mut row_sum, mut corr) = (vec![f32::NEG_INFINITY; ld], vec![0.0f32; ld], vec![0.0f32; ld]);
     for keys in key_tiles(group) {
         let n = keys.len();
-        let kt = View::rows(&k[keys.start * d..keys.end * d], n, d, d);
-        matmul(&mut s, n, q, kt.t(), scale, false);
-        for i in 0..m {
-            let row = &mut s[i * n..(i + 1) * n];
-            let new_max = row_max[i].max(simd::max(row));
-            let correction = if row_max[i] == f32::NEG_INFINITY { 0.0 } else { (row_max[i] - new_max).exp() };
-            row_sum[i] = row_sum[i] * correction + simd::exp_shifted(row, new_max);
-            row_max[i] = new_max;
-            if correction != 1.0 {
-                o[i * d..(i + 1) * d].iter_mut().for_each(|x| *x *= correction);
+        let (k, v) = (View::rows(&k[keys.start * d..keys.end * d], n, d, d), View::rows(&v[keys.start * d..keys.end * d], n, d, d));
+        matmul_strided(&mut s, [1, ld], q, k.t(), scale, false);
+        simd::softmax_step(&mut s[..ld * n], ld, &mut row_max, &mut row_sum, &mut corr);
+        for (o, &c) in o.chunks_exact_mut(d).zip(&corr) {
+            if c != 1.0 {
+                o.iter_mut().for_each(|x| *x *= c);
             }
         }
-        matmul(o, d, View::rows(&s, m, n, n), View::rows(&v[keys.start * d..keys.end * d], n, d, d), 1.0, true);
+        matmul(o, d, View::cols_strided(&s, m, n, ld), v, 1.0, true);
     }
     for i in 0..m {
         if row_sum[i] > 0.0 {

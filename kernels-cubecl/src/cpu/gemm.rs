@@ -2,6 +2,9 @@
 //! kernel. Threads come from the kernel's own split over heads × tiles, so every call here runs
 //! with `Parallelism::None` and has one fixed summation order.
 
+use rayon::prelude::*;
+use std::ops::Range;
+
 /// A strided read-only `rows × cols` matrix view: element `(r, c)` is `data[r * rs + c * cs]`.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
@@ -18,6 +21,16 @@ impl<'a> View<'a> {
         Self { data, rows, cols, rs, cs: 1 }
     }
 
+    /// Column-major `rows × cols` (column stride `rows`).
+    pub fn cols(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        Self { data, rows, cols, rs: 1, cs: rows }
+    }
+
+    /// Column-major `rows × cols` with column stride `cs`.
+    pub fn cols_strided(data: &'a [f32], rows: usize, cols: usize, cs: usize) -> Self {
+        Self { data, rows, cols, rs: 1, cs }
+    }
+
     /// The transpose (no copy).
     pub fn t(self) -> Self {
         Self { rows: self.cols, cols: self.rows, rs: self.cs, cs: self.rs, ..self }
@@ -28,19 +41,41 @@ impl<'a> View<'a> {
     }
 }
 
+/// Each of the consecutive row-major `[tokens, d]` matrices (heads) of `x` with the rows of each
+/// tile transposed in place: tile `r` becomes the column-major `r.len() × d` block at
+/// `r.start · d` (column stride `r.len()`), which gemm reads as a left operand without repacking
+/// it, and whose columns stay within the tile. `tiles` partition `0..tokens`.
+pub fn transpose_tiles(x: &[f32], tokens: usize, d: usize, tiles: &[Range<usize>]) -> Vec<f32> {
+    let mut out = vec![0.0f32; x.len()];
+    out.par_chunks_mut((tokens * d).max(1)).zip(x.par_chunks((tokens * d).max(1))).for_each(|(out, x)| {
+        for r in tiles {
+            let (out, m) = (&mut out[r.start * d..r.end * d], r.len());
+            for (i, row) in x[r.start * d..r.end * d].chunks_exact(d).enumerate() {
+                row.iter().enumerate().for_each(|(c, &v)| out[c * m + i] = v);
+            }
+        }
+    });
+    out
+}
+
 /// `dst = beta · a · b` (`accumulate = false`) or `dst += beta · a · b`, with `dst` row-major
 /// `a.rows × b.cols` of row stride `dst_rs`.
 pub fn matmul(dst: &mut [f32], dst_rs: usize, a: View, b: View, beta: f32, accumulate: bool) {
+    matmul_strided(dst, [dst_rs, 1], a, b, beta, accumulate)
+}
+
+/// [`matmul`] into `dst` with element `(r, c)` at `dst[r * rs + c * cs]`, `[rs, cs] = strides`.
+pub fn matmul_strided(dst: &mut [f32], [dst_rs, dst_cs]: [usize; 2], a: View, b: View, beta: f32, accumulate: bool) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert!(b.rows == k, "inner dimensions {k} and {} differ", b.rows);
     assert!(a.fits() && b.fits(), "a matrix view exceeds its slice");
-    assert!(m == 0 || n == 0 || (m - 1) * dst_rs + n <= dst.len(), "the destination exceeds its slice");
+    assert!(m == 0 || n == 0 || (m - 1) * dst_rs + (n - 1) * dst_cs < dst.len(), "the destination exceeds its slice");
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
         if !accumulate {
-            (0..m).for_each(|r| dst[r * dst_rs..r * dst_rs + n].fill(0.0));
+            (0..m).for_each(|r| (0..n).for_each(|c| dst[r * dst_rs + c * dst_cs] = 0.0));
         }
         return;
     }
@@ -52,7 +87,7 @@ pub fn matmul(dst: &mut [f32], dst_rs: usize, a: View, b: View, beta: f32, accum
             n,
             k,
             dst.as_mut_ptr(),
-            1,
+            dst_cs as isize,
             dst_rs as isize,
             accumulate,
             a.data.as_ptr(),

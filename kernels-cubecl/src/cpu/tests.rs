@@ -53,14 +53,19 @@ fn values<T: burn::tensor::backend::Backend>(t: Tensor<T, 4>) -> Vec<f32> {
 }
 
 /// Tables of every kind the model builds, at small scale, with batch × heads and head dims.
+/// One query frame of 300 tokens (three query tiles, the last not a multiple of 16 rows) over
+/// 2,110 keys in two allowed ranges: several key tiles, partial ones, and three key slabs.
+fn long_rows() -> BlockTable {
+    BlockTable::from_rules(&[300], &[600, 10, 1500], |_| [0, 2])
+}
+
 fn cases() -> Vec<(BlockTable, [usize; 2], usize)> {
     let mut rng = Lcg(7);
     let mut cases = vec![
         (packed_sft_table(13, 5), [1, 2], 16),
         (chunk_table(6, 7), [2, 1], 8),
         (BlockTable::full(&[1; 4], &[1; 3]), [1, 3], 4),
-        // one query frame (two query tiles) over 260 keys in two ranges: several key tiles, partial ones
-        (BlockTable::from_rules(&[70], &[60, 10, 200], |_| [0, 2]), [1, 1], 32),
+        (long_rows(), [1, 1], 8),
     ];
     for i in 0..6 {
         let (q_frames, k_frames) = (1 + rng.below(6), 1 + rng.below(6));
@@ -106,20 +111,21 @@ fn gradients_match_the_blockwise_path_under_autodiff() {
 
 #[test]
 fn results_are_bit_identical_at_one_and_two_threads() {
-    let table = packed_sft_table(13, 9);
-    let (nq, nk) = table.tokens();
-    let dims = Dims { bh: 3, q_tokens: nq, k_tokens: nk, head_dim: 16 };
-    let host = |n: usize, seed: u64| values(random::<B>([1, dims.bh, n, dims.head_dim], seed));
-    let (q, k, v, grad) = (host(nq, 1), host(nk, 2), host(nk, 3), host(nq, 4));
-    let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-        pool.install(|| {
-            let (out, lse) = super::forward(&q, &k, &v, dims, &table);
-            let grads = super::backward(&q, &k, &v, &out, &lse, &grad, dims, &table);
-            [out, lse].into_iter().chain(grads).map(|x| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>()).collect::<Vec<_>>()
-        })
-    };
-    assert!(run(1) == run(2), "results differ between 1 and 2 threads");
+    for table in [packed_sft_table(13, 9), long_rows()] {
+        let (nq, nk) = table.tokens();
+        let dims = Dims { bh: 3, q_tokens: nq, k_tokens: nk, head_dim: 16 };
+        let host = |n: usize, seed: u64| values(random::<B>([1, dims.bh, n, dims.head_dim], seed));
+        let (q, k, v, grad) = (host(nq, 1), host(nk, 2), host(nk, 3), host(nq, 4));
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                let (out, lse) = super::forward(&q, &k, &v, dims, &table);
+                let grads = super::backward(&q, &k, &v, &out, &lse, &grad, dims, &table);
+                [out, lse].into_iter().chain(grads).map(|x| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>()).collect::<Vec<_>>()
+            })
+        };
+        assert!(run(1) == run(2), "results differ between 1 and 2 threads ({nq} × {nk} tokens)");
+    }
 }
 
 #[cfg(feature = "flex")]

@@ -4,10 +4,11 @@
 use crate::BlockTable;
 use std::ops::Range;
 
-/// Query rows per tile (the M of the tile GEMMs).
-pub const QUERY_TILE: usize = 64;
+/// Query rows per tile (the M of the tile GEMMs; a multiple of `simd::LANES`, so that a tile's
+/// padded score rows fit the scratch).
+pub const QUERY_TILE: usize = 128;
 /// Key rows per tile (the N of Q·Kᵀ, the K of P·V).
-pub const KEY_TILE: usize = 128;
+pub const KEY_TILE: usize = 512;
 
 /// A query group's token rows and allowed key token ranges.
 pub struct Group {
