@@ -249,10 +249,20 @@ impl FlexTensor {
     }
 
     /// Create an empty tensor with given shape and dtype.
+    ///
+    /// flashforward patch: the zeroed storage is allocated in elements of the dtype's width
+    /// (naturally aligned), which `Bytes` keeps as it is; upstream allocated bytes, which
+    /// `Bytes::from_bytes_vec` then copied into a new 16-byte aligned allocation (every matmul
+    /// output was zeroed and copied once before gemm wrote it).
     pub fn empty(shape: Shape, dtype: DType) -> Self {
         let num_elements = shape.num_elements();
-        let elem_size = dtype_size(dtype);
-        let bytes = Bytes::from_bytes_vec(alloc::vec![0u8; num_elements * elem_size]);
+        let bytes = match dtype_size(dtype) {
+            1 => Bytes::from_elems(alloc::vec![0u8; num_elements]),
+            2 => Bytes::from_elems(alloc::vec![0u16; num_elements]),
+            4 => Bytes::from_elems(alloc::vec![0u32; num_elements]),
+            8 => Bytes::from_elems(alloc::vec![0u64; num_elements]),
+            size => Bytes::from_bytes_vec(alloc::vec![0u8; num_elements * size]),
+        };
         let layout = Layout::contiguous(shape);
         Self {
             data: Arc::new(bytes),
