@@ -115,6 +115,20 @@ pub trait AttentionBackend: Backend {
         None
     }
 
+    /// RMSNorm (`rms`) or LayerNorm of the rows of `x: [rows, dim]` with `gamma` (and `beta`)
+    /// `[dim]`, forward only (autodiff backends return `None`; [`crate::cpu::norm`]). `None`: no
+    /// kernel here.
+    fn fused_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        rms: bool,
+        eps: f64,
+    ) -> Option<FloatTensor<Self>> {
+        let _ = (x, gamma, beta, rms, eps);
+        None
+    }
+
     /// The VAE's channel RMS norm `x / max(‖x‖₂, 1e-12) · √C · γ` over the channels of `x:
     /// [batch, C, S]` with `gamma: [C]`, then SiLU when `silu` is set; forward only (autodiff
     /// backends return `None`; [`crate::cpu::channel_norm`]). `None`: no kernel here.
@@ -210,6 +224,16 @@ macro_rules! cpu_kernel {
 
         fn fused_adaln(x: FloatTensor<Self>, shift: FloatTensor<Self>, scale: FloatTensor<Self>, eps: f64) -> Option<FloatTensor<Self>> {
             crate::cpu::adaln::adaln_tensor::<Self>(x, shift, scale, eps)
+        }
+
+        fn fused_norm(
+            x: FloatTensor<Self>,
+            gamma: FloatTensor<Self>,
+            beta: Option<FloatTensor<Self>>,
+            rms: bool,
+            eps: f64,
+        ) -> Option<FloatTensor<Self>> {
+            crate::cpu::norm::norm_tensor::<Self>(x, gamma, beta, rms, eps)
         }
 
         fn fused_channel_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, silu: bool) -> Option<FloatTensor<Self>> {

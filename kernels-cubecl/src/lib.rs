@@ -97,6 +97,43 @@ pub fn adaln<B: AttentionBackend>(x: Tensor<B, 4>, shift: Tensor<B, 4>, scale: T
     Some(Tensor::from_primitive(burn::tensor::TensorPrimitive::Float(out)))
 }
 
+/// RMSNorm `x / √(mean(x²) + eps) · γ` over the last dimension of `x` with `gamma: [dim]`, as
+/// one pass on the CPU backends' f32 tensors without autodiff ([`cpu::norm`]); `None` where no
+/// kernel runs (the caller composes it from tensor ops).
+pub fn rms_norm<B: AttentionBackend, const D: usize>(x: Tensor<B, D>, gamma: Tensor<B, 1>, eps: f64) -> Option<Tensor<B, D>> {
+    fused_norm(x, gamma, None, true, eps)
+}
+
+/// LayerNorm `(x − mean) / √(var + eps) · γ (+ β)` (biased variance) over the last dimension of
+/// `x` with `gamma`, `beta: [dim]`, as one pass on the CPU backends' f32 tensors without autodiff
+/// ([`cpu::norm`]); `None` where no kernel runs (the caller composes it from tensor ops).
+pub fn layer_norm<B: AttentionBackend, const D: usize>(
+    x: Tensor<B, D>,
+    gamma: Tensor<B, 1>,
+    beta: Option<Tensor<B, 1>>,
+    eps: f64,
+) -> Option<Tensor<B, D>> {
+    fused_norm(x, gamma, beta, false, eps)
+}
+
+fn fused_norm<B: AttentionBackend, const D: usize>(
+    x: Tensor<B, D>,
+    gamma: Tensor<B, 1>,
+    beta: Option<Tensor<B, 1>>,
+    rms: bool,
+    eps: f64,
+) -> Option<Tensor<B, D>> {
+    if !B::FUSED_ELEMENTWISE || D == 0 {
+        return None;
+    }
+    let shape = x.shape();
+    let dim = shape.dims::<D>()[D - 1];
+    let rows = x.reshape([shape.num_elements() / dim.max(1), dim]);
+    let prim = |t: Tensor<B, 1>| t.into_primitive().tensor();
+    let out = B::fused_norm(rows.into_primitive().tensor(), prim(gamma), beta.map(prim), rms, eps)?;
+    Some(Tensor::<B, 2>::from_primitive(burn::tensor::TensorPrimitive::Float(out)).reshape(shape))
+}
+
 /// The VAE's channel RMS norm `x / max(‖x‖₂, 1e-12) · √C · γ` over dimension 1 of `x: [N, C,
 /// ...]` with `gamma: [C]`, then SiLU when `silu` is set, as one kernel on the CPU backends' f32
 /// tensors without autodiff ([`cpu::channel_norm`]); `None` where no kernel runs (the caller
@@ -201,6 +238,39 @@ mod tests {
         let grad = xa.grad(&(out * Tensor::from_inner(w.clone())).sum().backward()).unwrap();
         let diff: f32 = (grad - rotate(w, -1.0)).abs().max().into_scalar();
         assert!(diff < 1e-6, "gradient differs by {diff}");
+    }
+
+    /// The fused RMSNorm and LayerNorm against Burn's modules on random shapes; under autodiff
+    /// no kernel runs.
+    #[test]
+    fn fused_norms_match_burns_modules_and_leave_autodiff_to_tensor_ops() {
+        use burn::nn::{LayerNormConfig, RmsNormConfig};
+        let dev = Default::default();
+        for (i, dims) in [[1, 7, 24], [2, 33, 40], [3, 5, 1]].into_iter().enumerate() {
+            let x = Tensor::<NdArray, 3>::random(dims, Distribution::Normal(0.5, 2.0), &dev);
+            let weight = |seed: f64| Tensor::<NdArray, 1>::random([dims[2]], Distribution::Normal(seed, 1.0), &dev);
+            let mut rms = RmsNormConfig::new(dims[2]).with_epsilon(1e-6).init::<NdArray>(&dev);
+            rms.gamma = burn::module::Param::from_tensor(weight(1.0));
+            let mut ln = LayerNormConfig::new(dims[2]).with_epsilon(1e-6).init::<NdArray>(&dev);
+            ln.gamma = burn::module::Param::from_tensor(weight(1.0));
+            ln.beta = Some(burn::module::Param::from_tensor(weight(-0.5)));
+            let beta = ln.beta.as_ref().map(|b| b.val());
+            for (name, got, want) in [
+                ("rms", rms_norm(x.clone(), rms.gamma.val(), 1e-6), rms.forward(x.clone())),
+                ("layer", layer_norm(x.clone(), ln.gamma.val(), beta.clone(), 1e-6), ln.forward(x.clone())),
+                (
+                    "layer without bias",
+                    layer_norm(x.clone(), ln.gamma.val(), None, 1e-6),
+                    ln.forward(x.clone()) - beta.clone().unwrap().unsqueeze(),
+                ),
+            ] {
+                let diff: f32 = (got.expect("NdArray has the kernel") - want).abs().max().into_scalar();
+                assert!(diff < 1e-5, "case {i} {name}: differs by {diff}");
+            }
+        }
+        type A = burn::backend::Autodiff<NdArray>;
+        let x = Tensor::<A, 3>::random([1, 4, 8], Distribution::Default, &dev);
+        assert!(rms_norm(x, Tensor::ones([8], &dev), 1e-6).is_none());
     }
 
     /// The fused adaptive LayerNorm against the composed formula; under autodiff no kernel runs.

@@ -1,5 +1,5 @@
 //! The CPU kernels: the VAE's causal convolution ([`conv3d`]) and channel norm
-//! ([`channel_norm`]), the DiT's element-wise kernels ([`adaln`], [`gelu`], [`rope`]), and the
+//! ([`channel_norm`]), the DiT's element-wise kernels ([`adaln`], [`gelu`], [`norm`], [`rope`]), and the
 //! attention kernel: flash-style block-sparse attention on host f32 slices, forward and
 //! backward, for the CPU backends' [`crate::AttentionBackend`].
 //!
@@ -24,6 +24,7 @@ mod forward;
 pub mod gelu;
 mod gemm;
 mod host;
+pub mod norm;
 pub mod rope;
 mod simd;
 mod tiles;

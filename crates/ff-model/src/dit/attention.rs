@@ -38,6 +38,12 @@ fn rms_norm<B: AttentionBackend>(dim: usize, eps: f64, device: &B::Device) -> Rm
     RmsNormConfig::new(dim).with_epsilon(eps).init(device)
 }
 
+/// `norm(x)`: one fused pass where the backend has the kernel ([`kernels_cubecl::rms_norm`]: the
+/// CPU backends outside autodiff), else Burn's module.
+fn normed<B: AttentionBackend>(norm: &RmsNorm<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
+    kernels_cubecl::rms_norm(x.clone(), norm.gamma.val(), norm.epsilon).unwrap_or_else(|| norm.forward(x))
+}
+
 /// Self-attention with role adapters on q, k, v, o.
 #[derive(Module, Debug)]
 pub struct SelfAttention<B: AttentionBackend> {
@@ -86,8 +92,8 @@ impl<B: AttentionBackend> SelfAttention<B> {
     /// Queries `[batch, heads, n, head_dim]` and own K/V of `x: [batch, n, dim]` (after RoPE).
     pub(super) fn project(&self, x: Tensor<B, 3>, rope: &RopeTable<B>, roles: &RoleSelect<B>) -> (Tensor<B, 4>, LayerKv<B>) {
         let h = self.num_heads;
-        let q = self.norm_q.forward(self.q.forward(x.clone(), roles));
-        let k = self.norm_k.forward(self.k.forward(x.clone(), roles));
+        let q = normed(&self.norm_q, self.q.forward(x.clone(), roles));
+        let k = normed(&self.norm_k, self.k.forward(x.clone(), roles));
         let v = self.v.forward(x, roles);
         let q = rope.apply(split_heads(q, h)).swap_dims(1, 2);
         let k = rope.apply(split_heads(k, h)).swap_dims(1, 2);
@@ -174,14 +180,14 @@ impl<B: AttentionBackend> CrossAttention<B> {
 
     /// The prompt's K/V for this layer: `text: [batch, text_tokens, dim]` (already embedded).
     pub fn text_kv(&self, text: Tensor<B, 3>) -> LayerKv<B> {
-        let k = self.norm_k.forward(self.k.forward(text.clone()));
+        let k = normed(&self.norm_k, self.k.forward(text.clone()));
         let v = self.v.forward(text);
         LayerKv { k: split_heads(k, self.num_heads).swap_dims(1, 2), v: split_heads(v, self.num_heads).swap_dims(1, 2) }
     }
 
     /// `x: [batch, n, dim]` attends to the prompt K/V (batch 1 broadcasts).
     pub fn forward(&self, x: Tensor<B, 3>, text: &LayerKv<B>, roles: &RoleSelect<B>) -> Tensor<B, 3> {
-        let q = self.norm_q.forward(self.q.forward(x, roles));
+        let q = normed(&self.norm_q, self.q.forward(x, roles));
         let q = split_heads(q, self.num_heads).swap_dims(1, 2);
         let [b, h, _, hd] = q.dims();
         let nt = text.tokens();

@@ -23,12 +23,18 @@ pub fn layer_norm<B: AttentionBackend, const D: usize>(x: Tensor<B, D>, eps: f64
     (x - mean) / (var + eps).sqrt()
 }
 
-/// `norm`'s LayerNorm of an f32 `x` with its affine parameters cast to f32.
+/// `norm`'s LayerNorm of an f32 `x` with its affine parameters cast to f32: one fused pass where
+/// the backend has the kernel ([`kernels_cubecl::layer_norm`]: the CPU backends outside autodiff),
+/// else tensor ops.
 fn affine_norm<B: AttentionBackend, const D: usize>(norm: &LayerNorm<B>, x: Tensor<B, D>, eps: f64) -> Tensor<B, D> {
-    let gamma = norm.gamma.val().cast(DType::F32).unsqueeze();
-    let y = layer_norm(x, eps) * gamma;
-    match &norm.beta {
-        Some(beta) => y + beta.val().cast(DType::F32).unsqueeze(),
+    let gamma = norm.gamma.val().cast(DType::F32);
+    let beta = norm.beta.as_ref().map(|b| b.val().cast(DType::F32));
+    if let Some(y) = kernels_cubecl::layer_norm(x.clone(), gamma.clone(), beta.clone(), eps) {
+        return y;
+    }
+    let y = layer_norm(x, eps) * gamma.unsqueeze();
+    match beta {
+        Some(beta) => y + beta.unsqueeze(),
         None => y,
     }
 }
