@@ -17,6 +17,10 @@
 #   VAE_PRESETS   bench vae presets (default: tiny; wan2.1 is 480p and slow: set VAE_LATENTS too)
 #                 An empty DIT_PRESETS, TRAIN_PRESETS or VAE_PRESETS skips that table.
 #   VAE_LATENTS   latent frames per VAE decode (default: 21)  ITERS    timed repetitions (default: 3)
+#   PROFILE       1 (default when `perf` is installed): after the tables, the op-by-op profile of each
+#                 side of the DiT and training rows at the last thread count and the first preset:
+#                 torch.profiler's self CPU time per aten op, and `perf`'s samples per symbol of the Rust
+#                 run (the whole process: the random weights' setup included); 0 skips it
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +34,7 @@ VAE_PRESETS=${VAE_PRESETS-tiny}
 VAE_LATENTS=${VAE_LATENTS:-21}
 THREADS=${THREADS:-1 2}
 ITERS=${ITERS:-3}
+PROFILE=${PROFILE:-$(command -v perf >/dev/null && echo 1 || echo 0)}
 
 SF_COMMIT=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["self_forcing_commit"])' \
     "$FIXTURES/sf_causal_tiny/uniform/meta.json")
@@ -106,4 +111,32 @@ for preset in ${VAE_PRESETS//,/ }; do
         printf '| %s | %s | %.3f | %.3f | %s |\n' "$preset" "$t" "$rust" "$torch" "$(ratio "$rust" "$torch")"
     done
 done
+fi
+if [ "$PROFILE" = 1 ]; then
+t=${THREADS##* }
+perf_top() {
+    local data; data=$(mktemp)
+    RAYON_NUM_THREADS=$t perf record -q -F 499 -o "$data" -- "$BIN" "$@" >/dev/null 2>&1
+    echo '```'
+    perf report -i "$data" --no-children --sort symbol --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -15 | cut -c1-120
+    echo '```'
+    rm -f "$data"
+}
+torch_top() { echo '```'; "$@" 2>&1 >/dev/null | grep -v -E 'USDT|ERROR|profiler_st' | head -16; echo '```'; }
+if [ -n "$DIT_PRESETS" ]; then
+    preset=${DIT_PRESETS%%,*}
+    echo
+    echo "profile, bench dit $preset at $t threads: PyTorch (torch.profiler, self CPU time per op)"
+    torch_top "$PY" "$ROOT/scripts/profile_dit_torch.py" --sfcode "$SFCODE" --preset "$preset" --threads "$t" --impl plain --iters "$ITERS"
+    echo "Rust (perf, samples per symbol)"
+    perf_top bench dit --configs "$preset" --iters "$ITERS"
+fi
+if [ -n "$TRAIN_PRESETS" ]; then
+    preset=${TRAIN_PRESETS%%,*}
+    echo
+    echo "profile, bench train $preset at $t threads: PyTorch (torch.profiler, self CPU time per op)"
+    torch_top "$PY" "$ROOT/scripts/bench_train_torch.py" --sfcode "$SFCODE" --preset "$preset" --threads "$t" --iters "$ITERS" --profile
+    echo "Rust (perf, samples per symbol)"
+    perf_top bench train --configs "$preset" --iters "$ITERS"
+fi
 fi
