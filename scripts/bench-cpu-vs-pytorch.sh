@@ -20,7 +20,8 @@
 #   PROFILE       1 (default when `perf` is installed): after the tables, the op-by-op profile of each
 #                 side of the DiT and training rows at the last thread count and the first preset:
 #                 torch.profiler's self CPU time per aten op, and `perf`'s samples per symbol of the Rust
-#                 run (the whole process: the random weights' setup included); 0 skips it
+#                 run (the whole process, with 4 × ITERS timed repetitions so that the setup of the
+#                 random weights is a small part of it); 0 skips it
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -118,18 +119,18 @@ perf_top() {
     local data; data=$(mktemp)
     RAYON_NUM_THREADS=$t perf record -q -F 499 -o "$data" -- "$BIN" "$@" >/dev/null 2>&1
     echo '```'
-    perf report -i "$data" --no-children --sort symbol --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -15 | cut -c1-120
+    { perf report -i "$data" --no-children --sort symbol --stdio 2>/dev/null || true; } | grep -E '^ +[0-9]' | head -15 | cut -c1-120 || true
     echo '```'
     rm -f "$data"
 }
-torch_top() { echo '```'; "$@" 2>&1 >/dev/null | grep -v -E 'USDT|ERROR|profiler_st' | head -16; echo '```'; }
+torch_top() { echo '```'; { "$@" 2>&1 >/dev/null || true; } | grep -v -E 'USDT|ERROR|profiler_st' | head -16 || true; echo '```'; }
 if [ -n "$DIT_PRESETS" ]; then
     preset=${DIT_PRESETS%%,*}
     echo
     echo "profile, bench dit $preset at $t threads: PyTorch (torch.profiler, self CPU time per op)"
     torch_top "$PY" "$ROOT/scripts/profile_dit_torch.py" --sfcode "$SFCODE" --preset "$preset" --threads "$t" --impl plain --iters "$ITERS"
     echo "Rust (perf, samples per symbol)"
-    perf_top bench dit --configs "$preset" --iters "$ITERS"
+    perf_top bench dit --configs "$preset" --iters $((4 * ITERS))
 fi
 if [ -n "$TRAIN_PRESETS" ]; then
     preset=${TRAIN_PRESETS%%,*}
@@ -137,6 +138,6 @@ if [ -n "$TRAIN_PRESETS" ]; then
     echo "profile, bench train $preset at $t threads: PyTorch (torch.profiler, self CPU time per op)"
     torch_top "$PY" "$ROOT/scripts/bench_train_torch.py" --sfcode "$SFCODE" --preset "$preset" --threads "$t" --iters "$ITERS" --profile
     echo "Rust (perf, samples per symbol)"
-    perf_top bench train --configs "$preset" --iters "$ITERS"
+    perf_top bench train --configs "$preset" --iters $((4 * ITERS))
 fi
 fi
