@@ -147,14 +147,27 @@ impl<B: Backend> LoraLinear<B> {
                 Some(d) => y + d,
                 None => y,
             },
-            RoleSelect::Mixed(masks) => masks.iter().fold(y, |y, (role, mask)| match self.delta(*role, x.clone()) {
-                Some(d) => {
-                    let mask = mask.clone().cast(d.dtype());
-                    y + d * mask
-                }
+            RoleSelect::Mixed(masks) => match self.mixed_delta(x, masks) {
+                Some(d) => y + d,
                 None => y,
-            }),
+            },
         }
+    }
+
+    /// `Σ_role mask_role ⊙ delta_role(x)` as one product pair: `x·[A₁ … Aₙ]` with each role's
+    /// rank columns gated by its token mask × scale, then `·[B₁; …; Bₙ]`. The masks and scales
+    /// act on the `[tokens, Σ rank]` intermediate instead of on `n` products of `[tokens, out]`,
+    /// and the `n` pairs of thin products become one.
+    fn mixed_delta(&self, x: Tensor<B, 3>, masks: &[(Role, Tensor<B, 3>)]) -> Option<Tensor<B, 3>> {
+        let parts: Vec<_> = masks.iter().filter_map(|(role, mask)| Some((self.adapter(*role)?, mask))).collect();
+        if parts.is_empty() {
+            return None;
+        }
+        let dtype = x.dtype();
+        let a = Tensor::cat(parts.iter().map(|(a, _)| a.a.val()).collect(), 1);
+        let b = Tensor::cat(parts.iter().map(|(a, _)| a.b.val()).collect(), 0);
+        let gate = parts.iter().map(|(a, mask)| (Tensor::clone(mask).cast(dtype) * a.scale).repeat_dim(2, a.a.dims()[1])).collect();
+        Some((x.matmul(a.unsqueeze()) * Tensor::cat(gate, 2)).matmul(b.unsqueeze()))
     }
 
     /// The plain projection of `role` with its adapter folded into the weight.
@@ -189,6 +202,25 @@ mod tests {
     fn run(l: &LoraLinear<B>, role: Role) -> Vec<f32> {
         let x = Tensor::<B, 1>::from_floats([0.5, -1.0, 2.0, 0.25, 1.5, -0.75], &Default::default()).reshape([1, 1, 6]);
         l.forward(x, &RoleSelect::Uniform(role)).into_data().to_vec().unwrap()
+    }
+
+    /// Mixed roles against the role-by-role formula `y + Σ mask_r ⊙ (x·A_r·B_r·scale)`, with
+    /// separate and shared adapters.
+    #[test]
+    fn a_mixed_forward_is_the_masked_sum_of_the_roles_deltas() {
+        let device = Default::default();
+        let x = Tensor::<B, 3>::random([2, 4, 6], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+        let roles = RoleSelect::<B>::from_frames(&[Role::Planner, Role::Renderer], 2, &device);
+        let RoleSelect::Mixed(masks) = &roles else { panic!("two roles make a mixed selection") };
+        for shared in [false, true] {
+            let l = adapted(shared);
+            let want = masks.iter().fold(l.base.forward(x.clone()), |y, (role, mask)| {
+                let a = l.adapter(*role).unwrap();
+                y + x.clone().matmul(a.a.val().unsqueeze()).matmul(a.b.val().unsqueeze()) * a.scale * mask.clone()
+            });
+            let diff: f32 = (l.forward(x.clone(), &roles) - want).abs().max().into_scalar();
+            assert!(diff < 1e-5, "shared = {shared}: differs by {diff}");
+        }
     }
 
     #[test]
