@@ -23,6 +23,16 @@ use burn::backend::NdArray;
 use burn::backend::ndarray::{FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray};
 use burn::tensor::{Tensor, TensorPrimitive, backend::Backend, ops::FloatTensor};
 
+/// Which row norm [`AttentionBackend::fused_norm`] computes: RMSNorm, or LayerNorm (biased
+/// variance) with an optional bias `[dim]`.
+#[derive(Clone, Debug)]
+pub enum RowNorm<T> {
+    /// `x / √(mean(x²) + eps) · γ`.
+    Rms,
+    /// `(x − mean) / √(var + eps) · γ (+ β)`.
+    Layer(Option<T>),
+}
+
 /// A backend that may run block-sparse attention, the tanh GELU and the rotary embedding as fused
 /// kernels.
 pub trait AttentionBackend: Backend {
@@ -115,17 +125,10 @@ pub trait AttentionBackend: Backend {
         None
     }
 
-    /// RMSNorm (`rms`) or LayerNorm of the rows of `x: [rows, dim]` with `gamma` (and `beta`)
-    /// `[dim]`, forward only (autodiff backends return `None`; [`crate::cpu::norm`]). `None`: no
-    /// kernel here.
-    fn fused_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: Option<FloatTensor<Self>>,
-        rms: bool,
-        eps: f64,
-    ) -> Option<FloatTensor<Self>> {
-        let _ = (x, gamma, beta, rms, eps);
+    /// The norm `kind` of the rows of `x: [rows, dim]` with weight `gamma: [dim]`, forward only
+    /// (autodiff backends return `None`; [`crate::cpu::norm`]). `None`: no kernel here.
+    fn fused_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, kind: RowNorm<FloatTensor<Self>>, eps: f64) -> Option<FloatTensor<Self>> {
+        let _ = (x, gamma, kind, eps);
         None
     }
 
@@ -229,11 +232,10 @@ macro_rules! cpu_kernel {
         fn fused_norm(
             x: FloatTensor<Self>,
             gamma: FloatTensor<Self>,
-            beta: Option<FloatTensor<Self>>,
-            rms: bool,
+            kind: RowNorm<FloatTensor<Self>>,
             eps: f64,
         ) -> Option<FloatTensor<Self>> {
-            crate::cpu::norm::norm_tensor::<Self>(x, gamma, beta, rms, eps)
+            crate::cpu::norm::norm_tensor::<Self>(x, gamma, kind, eps)
         }
 
         fn fused_channel_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, silu: bool) -> Option<FloatTensor<Self>> {

@@ -16,7 +16,7 @@ pub mod cpu;
 pub mod kernel;
 mod table;
 
-pub use backend::{AttentionBackend, CHECKPOINT_INPUTS, Region, kernel_attention};
+pub use backend::{AttentionBackend, CHECKPOINT_INPUTS, Region, RowNorm, kernel_attention};
 pub use table::{BlockTable, QueryGroup};
 
 use burn::tensor::Tensor;
@@ -101,7 +101,7 @@ pub fn adaln<B: AttentionBackend>(x: Tensor<B, 4>, shift: Tensor<B, 4>, scale: T
 /// one pass on the CPU backends' f32 tensors without autodiff ([`cpu::norm`]); `None` where no
 /// kernel runs (the caller composes it from tensor ops).
 pub fn rms_norm<B: AttentionBackend, const D: usize>(x: Tensor<B, D>, gamma: Tensor<B, 1>, eps: f64) -> Option<Tensor<B, D>> {
-    fused_norm(x, gamma, None, true, eps)
+    fused_norm(x, gamma, RowNorm::Rms, eps)
 }
 
 /// LayerNorm `(x − mean) / √(var + eps) · γ (+ β)` (biased variance) over the last dimension of
@@ -113,14 +113,13 @@ pub fn layer_norm<B: AttentionBackend, const D: usize>(
     beta: Option<Tensor<B, 1>>,
     eps: f64,
 ) -> Option<Tensor<B, D>> {
-    fused_norm(x, gamma, beta, false, eps)
+    fused_norm(x, gamma, RowNorm::Layer(beta), eps)
 }
 
 fn fused_norm<B: AttentionBackend, const D: usize>(
     x: Tensor<B, D>,
     gamma: Tensor<B, 1>,
-    beta: Option<Tensor<B, 1>>,
-    rms: bool,
+    kind: RowNorm<Tensor<B, 1>>,
     eps: f64,
 ) -> Option<Tensor<B, D>> {
     if !B::FUSED_ELEMENTWISE || D == 0 {
@@ -130,7 +129,11 @@ fn fused_norm<B: AttentionBackend, const D: usize>(
     let dim = shape.dims::<D>()[D - 1];
     let rows = x.reshape([shape.num_elements() / dim.max(1), dim]);
     let prim = |t: Tensor<B, 1>| t.into_primitive().tensor();
-    let out = B::fused_norm(rows.into_primitive().tensor(), prim(gamma), beta.map(prim), rms, eps)?;
+    let kind = match kind {
+        RowNorm::Rms => RowNorm::Rms,
+        RowNorm::Layer(beta) => RowNorm::Layer(beta.map(prim)),
+    };
+    let out = B::fused_norm(rows.into_primitive().tensor(), prim(gamma), kind, eps)?;
     Some(Tensor::<B, 2>::from_primitive(burn::tensor::TensorPrimitive::Float(out)).reshape(shape))
 }
 

@@ -6,6 +6,7 @@
 //! autodiff the model composes the same formula from tensor ops.
 
 use super::{HostValues, tensor};
+use crate::backend::RowNorm;
 use burn::tensor::{TensorMetadata, ops::FloatTensor};
 use rayon::prelude::*;
 
@@ -76,22 +77,24 @@ fn row(x: &[f32], o: &mut [f32], kind: Norm, eps: f64) {
     }
 }
 
-/// [`norm`] on backend tensors: `x` `[rows, dim]`, `gamma` (and `beta`) `[dim]`; RMSNorm when
-/// `rms`, else LayerNorm (f32 only; `None` otherwise).
+/// [`norm`] on backend tensors: `x` `[rows, dim]`, `gamma` (and a LayerNorm's bias) `[dim]` (f32
+/// only; `None` otherwise).
 pub(crate) fn norm_tensor<B: HostValues>(
     x: FloatTensor<B>,
     gamma: FloatTensor<B>,
-    beta: Option<FloatTensor<B>>,
-    rms: bool,
+    kind: RowNorm<FloatTensor<B>>,
     eps: f64,
 ) -> Option<FloatTensor<B>> {
     let dims = x.shape().dims::<2>();
     let device = B::float_device(&x);
     let (x, gamma) = (B::values::<2>(&x)?, B::values::<1>(&gamma)?);
-    let beta = match &beta {
-        Some(b) => Some(B::values::<1>(b)?),
-        None => None,
+    let beta = match &kind {
+        RowNorm::Layer(Some(b)) => Some(B::values::<1>(b)?),
+        _ => None,
     };
-    let kind = if rms { Norm::Rms { gamma: &gamma } } else { Norm::Layer { gamma: &gamma, beta: beta.as_deref() } };
+    let kind = match kind {
+        RowNorm::Rms => Norm::Rms { gamma: &gamma },
+        RowNorm::Layer(_) => Norm::Layer { gamma: &gamma, beta: beta.as_deref() },
+    };
     Some(tensor::<B, 2>(norm(&x, dims[1], kind, eps), dims, &device))
 }
