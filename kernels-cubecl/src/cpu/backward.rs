@@ -1,6 +1,6 @@
-//! Backward of the CPU kernel (FlashAttention-2 from the saved log-sum-exp), in two passes so
-//! that each gradient element is summed by one task in one fixed order, whatever the number of
-//! threads: D = rowsum(dO ∘ O); then one pass over (batch·head, key slab) tasks, where a slab
+//! Backward of the CPU kernel (FlashAttention-2 from the saved log-sum-exp), split so that each
+//! gradient element is summed in one fixed order, whatever the number of threads:
+//! D = rowsum(dO ∘ O); then one pass over (batch·head, key slab) tasks, where a slab
 //! is up to a quarter of the keys in whole key tiles (the split depends on the shape alone). A
 //! task visits its key tiles in order and, for each, the query tiles that see it; per tile pair it
 //! recomputes P = exp(scale·Q·Kᵀ − lse) and dS = P ∘ (dO·Vᵀ − D) and accumulates

@@ -8,10 +8,11 @@
 //! scores; −∞ on rows without allowed keys, whose output is zero). The query tokens are cut into
 //! tiles inside each query group of the [`BlockTable`]; a tile visits only its group's allowed key
 //! ranges, in key tiles. The tile products Q·Kᵀ, P·V (and dO·Vᵀ, dS·K, Pᵀ·dO, dSᵀ·Q backward)
-//! are single-threaded GEMM calls (`gemm`); softmax is online with f32 accumulation and a
-//! vectorised exp (`simd`). Tasks are (batch·head, tile) pairs run on the current rayon pool, and
-//! every output element is computed by one task in one fixed order: results are bit-identical at
-//! any thread count. Scores never exist beyond one `query tile × key tile` block per task.
+//! are single-threaded GEMM calls (`gemm`) on column-major score tiles; softmax is online with f32
+//! accumulation and a vectorised exp (`simd`). Tasks run on the current rayon pool: (batch·head,
+//! query tile) forward, (batch·head, key slab) backward. Every output element is computed in one
+//! fixed order (dQ as per-slab shares summed in slab order): results are bit-identical at any
+//! thread count. Scores never exist beyond one `query tile × key tile` block per task.
 //!
 //! Inputs are read in place where the backend allows ([`HostValues`]: NdArray's row-major
 //! tensors), outputs move to the backend with `from_data`.
