@@ -33,6 +33,16 @@ pub enum RowNorm<T> {
     Layer(Option<T>),
 }
 
+impl<T> RowNorm<T> {
+    /// The same norm with its bias mapped by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> RowNorm<U> {
+        match self {
+            RowNorm::Rms => RowNorm::Rms,
+            RowNorm::Layer(beta) => RowNorm::Layer(beta.map(f)),
+        }
+    }
+}
+
 /// A backend that may run block-sparse attention, the tanh GELU and the rotary embedding as fused
 /// kernels.
 pub trait AttentionBackend: Backend {

@@ -129,11 +129,7 @@ fn fused_norm<B: AttentionBackend, const D: usize>(
     let dim = shape.dims::<D>()[D - 1];
     let rows = x.reshape([shape.num_elements() / dim.max(1), dim]);
     let prim = |t: Tensor<B, 1>| t.into_primitive().tensor();
-    let kind = match kind {
-        RowNorm::Rms => RowNorm::Rms,
-        RowNorm::Layer(beta) => RowNorm::Layer(beta.map(prim)),
-    };
-    let out = B::fused_norm(rows.into_primitive().tensor(), prim(gamma), kind, eps)?;
+    let out = B::fused_norm(rows.into_primitive().tensor(), prim(gamma), kind.map(prim), eps)?;
     Some(Tensor::<B, 2>::from_primitive(burn::tensor::TensorPrimitive::Float(out)).reshape(shape))
 }
 

@@ -56,7 +56,7 @@ impl Head<'_> {
     }
 
     fn cols<'b>(&self, xt: &'b [f32], r: &Range<usize>) -> View<'b> {
-        View::cols(&xt[r.start * self.d..r.end * self.d], r.len(), self.d)
+        View::cols(&xt[r.start * self.d..r.end * self.d], r.len(), self.d, r.len())
     }
 
     /// Fills `p` with P and `ds` with dS for one tile pair; returns their column stride `ld`.
@@ -127,7 +127,7 @@ pub fn backward(q: &[f32], k: &[f32], v: &[f32], out: &[f32], lse: &[f32], grad:
                     for rows in split(group.rows.clone(), QUERY_TILE) {
                         let ld = head.probabilities(&rows, &keys, s);
                         let (m, n) = (rows.len(), keys.len());
-                        let (p, ds) = (View::cols_strided(&s.p, m, n, ld), View::cols_strided(&s.ds, m, n, ld));
+                        let (p, ds) = (View::cols(&s.p, m, n, ld), View::cols(&s.ds, m, n, ld));
                         matmul(&mut dv[at.clone()], d, p.t(), head.rows(head.grad, &rows), 1.0, true);
                         matmul(&mut dk[at.clone()], d, ds.t(), head.rows(head.q, &rows), scale, true);
                         matmul(&mut dq[rows.start * d..rows.end * d], d, ds, head.rows(head.k, &keys), scale, true);

@@ -42,7 +42,7 @@ pub fn forward(q: &[f32], k: &[f32], v: &[f32], dims: Dims, groups: &[Group]) ->
 fn tile(qt: &[f32], k: &[f32], v: &[f32], d: usize, group: &Group, rows: Range<usize>, o: &mut [f32], lse: &mut [f32]) {
     let (m, ld) = (rows.len(), rows.len().next_multiple_of(simd::LANES));
     let scale = 1.0 / (d as f32).sqrt();
-    let q = View::cols(&qt[rows.start * d..rows.end * d], m, d);
+    let q = View::cols(&qt[rows.start * d..rows.end * d], m, d, m);
     let mut s = vec![0.0f32; ld * KEY_TILE];
     let (mut row_max, mut row_sum, mut corr) = (vec![f32::NEG_INFINITY; ld], vec![0.0f32; ld], vec![0.0f32; ld]);
     for keys in key_tiles(group) {
@@ -55,7 +55,7 @@ fn tile(qt: &[f32], k: &[f32], v: &[f32], d: usize, group: &Group, rows: Range<u
                 o.iter_mut().for_each(|x| *x *= c);
             }
         }
-        matmul(o, d, View::cols_strided(&s, m, n, ld), v, 1.0, true);
+        matmul(o, d, View::cols(&s, m, n, ld), v, 1.0, true);
     }
     for i in 0..m {
         if row_sum[i] > 0.0 {

@@ -21,13 +21,8 @@ impl<'a> View<'a> {
         Self { data, rows, cols, rs, cs: 1 }
     }
 
-    /// Column-major `rows × cols` (column stride `rows`).
-    pub fn cols(data: &'a [f32], rows: usize, cols: usize) -> Self {
-        Self { data, rows, cols, rs: 1, cs: rows }
-    }
-
     /// Column-major `rows × cols` with column stride `cs`.
-    pub fn cols_strided(data: &'a [f32], rows: usize, cols: usize, cs: usize) -> Self {
+    pub fn cols(data: &'a [f32], rows: usize, cols: usize, cs: usize) -> Self {
         Self { data, rows, cols, rs: 1, cs }
     }
 

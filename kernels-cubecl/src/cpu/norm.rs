@@ -13,65 +13,35 @@ use rayon::prelude::*;
 /// Rows per task.
 const ROWS: usize = 32;
 
-/// Which norm [`norm`] computes.
-#[derive(Clone, Copy, Debug)]
-pub enum Norm<'a> {
-    /// RMSNorm.
-    Rms {
-        /// The weight, `[dim]`.
-        gamma: &'a [f32],
-    },
-    /// LayerNorm (biased variance).
-    Layer {
-        /// The weight, `[dim]`.
-        gamma: &'a [f32],
-        /// The bias, `[dim]`, if any.
-        beta: Option<&'a [f32]>,
-    },
-}
-
-impl Norm<'_> {
-    fn gamma(&self) -> &[f32] {
-        match self {
-            Norm::Rms { gamma } | Norm::Layer { gamma, .. } => gamma,
-        }
-    }
-}
-
-/// The norm `kind` of each `dim`-long row of `x`. Panics when `x` is not whole rows or a weight
-/// is not `dim` long.
-pub fn norm(x: &[f32], dim: usize, kind: Norm, eps: f64) -> Vec<f32> {
-    let beta = match kind {
-        Norm::Layer { beta, .. } => beta,
-        Norm::Rms { .. } => None,
-    };
-    let weights_fit = kind.gamma().len() == dim && beta.is_none_or(|b| b.len() == dim);
+/// The norm `kind` with weight `gamma` of each `dim`-long row of `x`. Panics when `x` is not
+/// whole rows or a weight is not `dim` long.
+pub fn norm(x: &[f32], dim: usize, gamma: &[f32], kind: RowNorm<&[f32]>, eps: f64) -> Vec<f32> {
+    let weights_fit = gamma.len() == dim && !matches!(kind, RowNorm::Layer(Some(b)) if b.len() != dim);
     assert!(dim > 0 && x.len().is_multiple_of(dim) && weights_fit, "norm: {} values, weights for rows of {dim}", x.len());
     let mut out = vec![0.0; x.len()];
     out.par_chunks_mut(ROWS * dim).zip(x.par_chunks(ROWS * dim)).for_each(|(o, x)| {
         for (o, x) in o.chunks_exact_mut(dim).zip(x.chunks_exact(dim)) {
-            row(x, o, kind, eps);
+            row(x, o, gamma, &kind, eps);
         }
     });
     out
 }
 
-fn row(x: &[f32], o: &mut [f32], kind: Norm, eps: f64) {
+fn row(x: &[f32], o: &mut [f32], gamma: &[f32], kind: &RowNorm<&[f32]>, eps: f64) {
     let d = x.len() as f64;
-    let gamma = kind.gamma();
     match kind {
-        Norm::Rms { .. } => {
+        RowNorm::Rms => {
             let ms = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / d;
             let inv = (1.0 / (ms + eps).sqrt()) as f32;
             o.iter_mut().zip(x).zip(gamma).for_each(|((o, &x), &g)| *o = x * inv * g);
         }
-        Norm::Layer { beta, .. } => {
+        RowNorm::Layer(beta) => {
             let mean = x.iter().map(|&v| f64::from(v)).sum::<f64>() / d;
             let var = x.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / d;
             let (mean, inv) = (mean as f32, (1.0 / (var + eps).sqrt()) as f32);
             o.iter_mut().zip(x).zip(gamma).for_each(|((o, &x), &g)| *o = (x - mean) * inv * g);
             if let Some(beta) = beta {
-                o.iter_mut().zip(beta).for_each(|(o, &b)| *o += b);
+                o.iter_mut().zip(beta.iter()).for_each(|(o, &b)| *o += b);
             }
         }
     }
@@ -93,8 +63,8 @@ pub(crate) fn norm_tensor<B: HostValues>(
         _ => None,
     };
     let kind = match kind {
-        RowNorm::Rms => Norm::Rms { gamma: &gamma },
-        RowNorm::Layer(_) => Norm::Layer { gamma: &gamma, beta: beta.as_deref() },
+        RowNorm::Rms => RowNorm::Rms,
+        RowNorm::Layer(_) => RowNorm::Layer(beta.as_deref()),
     };
-    Some(tensor::<B, 2>(norm(&x, dims[1], kind, eps), dims, &device))
+    Some(tensor::<B, 2>(norm(&x, dims[1], &gamma, kind, eps), dims, &device))
 }
