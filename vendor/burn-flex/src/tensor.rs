@@ -271,6 +271,26 @@ impl FlexTensor {
         }
     }
 
+    /// flashforward patch: a contiguous tensor whose storage `write` fills whole before anything
+    /// reads it (a gemm output with `read_dst = false`, which writes every element), allocated
+    /// without zeroing: upstream zeroed every matmul output first.
+    ///
+    /// # Safety
+    /// `write` must write all `shape.num_elements()` elements through the pointer it gets.
+    pub(crate) unsafe fn written_by<E: bytemuck::Pod + Send + Sync>(shape: Shape, dtype: DType, write: impl FnOnce(*mut E)) -> Self {
+        assert_eq!(dtype_size(dtype), core::mem::size_of::<E>(), "written_by: element width");
+        let n = shape.num_elements();
+        let mut values: Vec<E> = Vec::with_capacity(n);
+        write(values.as_mut_ptr());
+        // SAFETY: the caller's `write` initialised the first `n` elements.
+        unsafe { values.set_len(n) };
+        Self {
+            data: Arc::new(Bytes::from_elems(values)),
+            layout: Layout::contiguous(shape),
+            dtype,
+        }
+    }
+
     /// Create a tensor filled with zeros.
     pub fn zeros(shape: Shape, dtype: DType) -> Self {
         Self::empty(shape, dtype)

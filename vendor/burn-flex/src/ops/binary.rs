@@ -105,6 +105,29 @@ where
         return lhs;
     }
 
+    // flashforward patch: both contiguous and lhs shared (autodiff keeps most operands for the
+    // backward pass): one pass into a new buffer on the rayon pool, where upstream's allocating
+    // path ran one scalar loop on one thread.
+    #[cfg(feature = "rayon")]
+    if let Some(simd_op) = simd_hint
+        && let (Some((l_start, l_end)), Some((r_start, r_end))) = (
+            lhs.layout().contiguous_offsets(),
+            rhs.layout().contiguous_offsets(),
+        )
+        && l_end - l_start >= PAR_MIN_ELEMS
+        && l_end - l_start == r_end - r_start
+    {
+        let a = &lhs.storage::<f32>()[l_start..l_end];
+        let b = &rhs.storage::<f32>()[r_start..r_end];
+        let out = match simd_op {
+            BinaryOp::Add => zip_par(a, b, |x, y| x + y),
+            BinaryOp::Sub => zip_par(a, b, |x, y| x - y),
+            BinaryOp::Mul => zip_par(a, b, |x, y| x * y),
+            BinaryOp::Div => zip_par(a, b, |x, y| x / y),
+        };
+        return make_tensor(out, lhs.layout().shape().clone(), DType::F32);
+    }
+
     // Broadcast SIMD fast path: rhs is broadcast via stride-0 dims in
     // one of two hot shapes that dominate layer_norm decomposition --
     // shared-row (`gamma.unsqueeze() * x`) or per-row scalar
@@ -251,15 +274,94 @@ fn apply_broadcast_pattern_f32(
 
     if lhs.is_unique() {
         let dst = &mut lhs.storage_mut::<f32>()[..numel];
-        run_broadcast_pattern_f32(dst, rhs_storage, simd_op, pattern);
+        run_broadcast_pattern_par(dst, rhs_storage, simd_op, pattern);
         lhs
     } else {
         // Copy lhs once, then apply the broadcast in place. The
         // memcpy is cheaper than the StridedIter fallback it replaces.
-        let mut out: Vec<f32> = lhs.storage::<f32>()[..numel].to_vec();
-        run_broadcast_pattern_f32(&mut out, rhs_storage, simd_op, pattern);
+        let mut out: Vec<f32> = copy_par(&lhs.storage::<f32>()[..numel]);
+        run_broadcast_pattern_par(&mut out, rhs_storage, simd_op, pattern);
         make_tensor(out, lhs.layout().shape().clone(), lhs.dtype())
     }
+}
+
+/// flashforward patch: elements per rayon task of the f32 element-wise paths below, and the
+/// fewest elements that go to the pool at all.
+#[cfg(feature = "rayon")]
+const PAR_MIN_ELEMS: usize = 1 << 14;
+
+/// flashforward patch: `op(a[i], b[i])` into a new buffer (written once, never zeroed), in
+/// tasks of [`PAR_MIN_ELEMS`] on the rayon pool.
+#[cfg(feature = "rayon")]
+fn zip_par(a: &[f32], b: &[f32], op: impl Fn(f32, f32) -> f32 + Send + Sync) -> Vec<f32> {
+    use rayon::prelude::*;
+    let mut out = Vec::new();
+    a.par_iter()
+        .zip(b)
+        .with_min_len(PAR_MIN_ELEMS)
+        .map(|(&x, &y)| op(x, y))
+        .collect_into_vec(&mut out);
+    out
+}
+
+/// flashforward patch: a copy of `a`, on the rayon pool when large (upstream: `to_vec`).
+#[cfg(feature = "simd")]
+fn copy_par(a: &[f32]) -> Vec<f32> {
+    #[cfg(feature = "rayon")]
+    if a.len() >= PAR_MIN_ELEMS {
+        use rayon::prelude::*;
+        let mut out = Vec::new();
+        a.par_iter()
+            .with_min_len(PAR_MIN_ELEMS)
+            .copied()
+            .collect_into_vec(&mut out);
+        return out;
+    }
+    a.to_vec()
+}
+
+/// flashforward patch: [`run_broadcast_pattern_f32`] over blocks of whole rows on the rayon
+/// pool (upstream: one call on one thread).
+#[cfg(feature = "simd")]
+fn run_broadcast_pattern_par(
+    dst: &mut [f32],
+    rhs_storage: &[f32],
+    simd_op: BinaryOp,
+    pattern: BroadcastView,
+) {
+    #[cfg(feature = "rayon")]
+    {
+        use rayon::prelude::*;
+        let (outer_count, row_len) = match pattern {
+            BroadcastView::SharedRow { outer_count, row_len, .. }
+            | BroadcastView::PerRowScalar { outer_count, row_len, .. } => (outer_count, row_len),
+        };
+        let rows = PAR_MIN_ELEMS.div_ceil(row_len.max(1));
+        if outer_count > rows && row_len > 0 {
+            let total = outer_count * row_len;
+            dst[..total]
+                .par_chunks_mut(rows * row_len)
+                .enumerate()
+                .for_each(|(i, dst)| {
+                    let count = dst.len() / row_len;
+                    let part = match pattern {
+                        BroadcastView::SharedRow { row_len, rhs_row_offset, .. } => {
+                            BroadcastView::SharedRow { outer_count: count, row_len, rhs_row_offset }
+                        }
+                        BroadcastView::PerRowScalar { row_len, rhs_scalar_base, .. } => {
+                            BroadcastView::PerRowScalar {
+                                outer_count: count,
+                                row_len,
+                                rhs_scalar_base: rhs_scalar_base + i * rows,
+                            }
+                        }
+                    };
+                    run_broadcast_pattern_f32(dst, rhs_storage, simd_op, part);
+                });
+            return;
+        }
+    }
+    run_broadcast_pattern_f32(dst, rhs_storage, simd_op, pattern);
 }
 
 /// Shared kernel: run the chosen broadcast pattern against a mutable
@@ -464,12 +566,28 @@ pub fn scalar_op<F32Op, F64Op>(
     f64_op: F64Op,
 ) -> FlexTensor
 where
-    F32Op: Fn(f32, f32) -> f32 + Copy,
+    F32Op: Fn(f32, f32) -> f32 + Copy + Send + Sync,
     F64Op: Fn(f64, f64) -> f64 + Copy,
 {
     let dtype = tensor.dtype();
 
     match dtype {
+        // flashforward patch: a shared contiguous f32 tensor (autodiff keeps most operands) on
+        // the rayon pool, where upstream's allocating path ran one scalar loop on one thread.
+        #[cfg(feature = "rayon")]
+        DType::F32
+            if !tensor.is_unique()
+                && tensor
+                    .layout()
+                    .contiguous_offsets()
+                    .is_some_and(|(start, end)| end - start >= PAR_MIN_ELEMS) =>
+        {
+            let (start, end) = tensor.layout().contiguous_offsets().expect("contiguous");
+            let a = &tensor.storage::<f32>()[start..end];
+            let s = scalar as f32;
+            let out = zip_par(a, a, |x, _| f32_op(x, s));
+            make_tensor(out, tensor.layout().shape().clone(), DType::F32)
+        }
         DType::F32 => scalar_op_typed(tensor, scalar as f32, f32_op),
         DType::F64 => scalar_op_typed(tensor, scalar, f64_op),
         DType::F16 => {

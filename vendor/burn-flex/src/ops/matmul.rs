@@ -261,30 +261,44 @@ fn matmul_2d_strided<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexTen
     let rhs_ptr = unsafe { rhs_data.as_ptr().add(rhs.layout().start_offset()) };
 
     let out_shape = Shape::from(vec![m, n]);
-    let mut output = FlexTensor::empty(out_shape, T::dtype());
-    let out_data: &mut [T] = output.storage_mut();
-
     let parallelism = get_parallelism(m, n, k);
 
+    // SAFETY: gemm (`read_dst = false`) writes all m × n elements.
     unsafe {
-        gemm_call(
-            m,
-            n,
-            k,
-            out_data.as_mut_ptr(),
-            1,
-            n as isize,
-            lhs_ptr,
-            lhs_col_stride,
-            lhs_row_stride,
-            rhs_ptr,
-            rhs_col_stride,
-            rhs_row_stride,
-            parallelism,
-        );
+        FlexTensor::written_by::<T>(out_shape, T::dtype(), |out| {
+            gemm_call(
+                m,
+                n,
+                k,
+                out,
+                1,
+                n as isize,
+                lhs_ptr,
+                lhs_col_stride,
+                lhs_row_stride,
+                rhs_ptr,
+                rhs_col_stride,
+                rhs_row_stride,
+                parallelism,
+            )
+        })
     }
+}
 
-    output
+/// flashforward patch: an output pointer shared by the batch loop's tasks (each writes its own
+/// batch's block).
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+
+// SAFETY: the tasks write disjoint blocks.
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    /// The pointer `count` elements on.
+    fn add(self, count: usize) -> *mut T {
+        self.0.wrapping_add(count)
+    }
 }
 
 /// Strided gemm call for one matrix. Wraps `gemm::gemm` with GemmScalar zero/one.
@@ -364,13 +378,10 @@ fn matmul_batched_gemm<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexT
     out_dims.push(n);
     let out_shape = Shape::from(out_dims);
 
-    let mut output = FlexTensor::empty(out_shape, T::dtype());
-
     let lhs_data: &[T] = lhs.storage();
     let rhs_data: &[T] = rhs.storage();
     let lhs_start = lhs.layout().start_offset() as isize;
     let rhs_start = rhs.layout().start_offset() as isize;
-    let out_data: &mut [T] = output.storage_mut();
 
     let per_matrix_ops = m.saturating_mul(n).saturating_mul(k);
 
@@ -397,53 +408,49 @@ fn matmul_batched_gemm<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexT
         }
     };
 
-    // Strategy:
-    // 1. Large matrices: let gemm parallelize internally
-    // 2. Small matrices, large batch: parallelize batch loop
-    // 3. Small total work: single-threaded
-    #[cfg(feature = "rayon")]
-    {
-        let total_ops = batch_size.saturating_mul(per_matrix_ops);
-        let prefer_batch_parallel = batch_size >= 4 && total_ops >= BATCH_PARALLEL_THRESHOLD;
+    // flashforward patch: the batches' gemm calls write the whole output (`read_dst = false`),
+    // which is allocated without zeroing.
+    // SAFETY: every batch's m × n block is written by its gemm call below.
+    unsafe {
+        FlexTensor::written_by::<T>(out_shape, T::dtype(), |out| {
+            let out = SendPtr(out);
+            let at = |b: usize| out.add(b * out_matrix_size);
+            // Strategy:
+            // 1. Large matrices: let gemm parallelize internally
+            // 2. Small matrices, large batch: parallelize batch loop
+            // 3. Small total work: single-threaded
+            #[cfg(feature = "rayon")]
+            {
+                let total_ops = batch_size.saturating_mul(per_matrix_ops);
+                let prefer_batch_parallel = batch_size >= 4 && total_ops >= BATCH_PARALLEL_THRESHOLD;
 
-        if per_matrix_ops >= PARALLEL_THRESHOLD && !prefer_batch_parallel {
-            let parallelism = gemm::Parallelism::Rayon(0);
-            for b in 0..batch_size {
-                run_one(out_data[b * out_matrix_size..].as_mut_ptr(), b, parallelism);
+                if per_matrix_ops >= PARALLEL_THRESHOLD && !prefer_batch_parallel {
+                    let parallelism = gemm::Parallelism::Rayon(0);
+                    for b in 0..batch_size {
+                        run_one(at(b), b, parallelism);
+                    }
+                } else if total_ops >= BATCH_PARALLEL_THRESHOLD && batch_size > 1 {
+                    use rayon::prelude::*;
+
+                    (0..batch_size)
+                        .into_par_iter()
+                        .for_each(|b| run_one(at(b), b, gemm::Parallelism::None));
+                } else {
+                    for b in 0..batch_size {
+                        run_one(at(b), b, gemm::Parallelism::None);
+                    }
+                }
             }
-        } else if total_ops >= BATCH_PARALLEL_THRESHOLD && batch_size > 1 {
-            use rayon::prelude::*;
 
-            out_data
-                .par_chunks_mut(out_matrix_size)
-                .enumerate()
-                .for_each(|(b, out_chunk)| {
-                    run_one(out_chunk.as_mut_ptr(), b, gemm::Parallelism::None);
-                });
-        } else {
-            for b in 0..batch_size {
-                run_one(
-                    out_data[b * out_matrix_size..].as_mut_ptr(),
-                    b,
-                    gemm::Parallelism::None,
-                );
+            #[cfg(not(feature = "rayon"))]
+            {
+                let _ = per_matrix_ops;
+                for b in 0..batch_size {
+                    run_one(at(b), b, gemm::Parallelism::None);
+                }
             }
-        }
+        })
     }
-
-    #[cfg(not(feature = "rayon"))]
-    {
-        let _ = per_matrix_ops;
-        for b in 0..batch_size {
-            run_one(
-                out_data[b * out_matrix_size..].as_mut_ptr(),
-                b,
-                gemm::Parallelism::None,
-            );
-        }
-    }
-
-    output
 }
 
 // ============================================================================
