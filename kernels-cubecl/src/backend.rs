@@ -1,5 +1,6 @@
 //! [`AttentionBackend`]: the backend extension behind [`crate::attention`], and behind the fused
-//! element-wise kernels [`crate::gelu_tanh`] and [`crate::rope`].
+//! element-wise kernels [`crate::gelu_tanh`], [`crate::rope`], the row norms ([`crate::adaln`],
+//! [`crate::layer_norm`], [`crate::rms_norm`]) and the gated residual ([`crate::gated_residual`]).
 //!
 //! A backend with a fused block-sparse attention kernel returns it from
 //! [`AttentionBackend::fused_attention`]; the others return `None` and the portable path (stock
@@ -23,24 +24,13 @@ use burn::backend::NdArray;
 use burn::backend::ndarray::{FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray};
 use burn::tensor::{Tensor, TensorPrimitive, backend::Backend, ops::FloatTensor};
 
-/// Which row norm [`AttentionBackend::fused_norm`] computes: RMSNorm, or LayerNorm (biased
-/// variance) with an optional bias `[dim]`.
-#[derive(Clone, Debug)]
-pub enum RowNorm<T> {
-    /// `x / √(mean(x²) + eps) · γ`.
+/// Which row norm [`AttentionBackend::fused_norm`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowNorm {
+    /// `x / √(mean(x²) + eps)`.
     Rms,
-    /// `(x − mean) / √(var + eps) · γ (+ β)`.
-    Layer(Option<T>),
-}
-
-impl<T> RowNorm<T> {
-    /// The same norm with its bias mapped by `f`.
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> RowNorm<U> {
-        match self {
-            RowNorm::Rms => RowNorm::Rms,
-            RowNorm::Layer(beta) => RowNorm::Layer(beta.map(f)),
-        }
-    }
+    /// `(x − mean) / √(var + eps)` (biased variance).
+    Layer,
 }
 
 /// A backend that may run block-sparse attention, the tanh GELU and the rotary embedding as fused
@@ -104,7 +94,8 @@ pub trait AttentionBackend: Backend {
         None
     }
 
-    /// Whether the fused element-wise kernels (`fused_gelu_*`, `fused_rope`) run on this backend
+    /// Whether the fused element-wise kernels (`fused_gelu_*`, `fused_rope`, `fused_norm*`,
+    /// `fused_gate*`) run on this backend
     /// (f32 tensors).
     const FUSED_ELEMENTWISE: bool = false;
 
@@ -127,18 +118,47 @@ pub trait AttentionBackend: Backend {
         None
     }
 
-    /// `layer_norm(x)·(1 + scale) + shift` for `x: [batch, frames, tokens, dim]` and per-frame
-    /// `shift, scale: [batch, frames, 1, dim]`, forward only (autodiff backends return `None`).
-    /// `None`: no kernel here.
-    fn fused_adaln(x: FloatTensor<Self>, shift: FloatTensor<Self>, scale: FloatTensor<Self>, eps: f64) -> Option<FloatTensor<Self>> {
-        let _ = (x, shift, scale, eps);
+    /// The norm `kind` of the rows of `x: [rows, dim]`, times `weight` (plus `bias`): `[groups,
+    /// dim]`, one row per run of `rows / groups` consecutive rows ([`crate::cpu::norm`]). Autodiff
+    /// backends differentiate it with [`AttentionBackend::fused_norm_backward`]. `None`: no
+    /// kernel here.
+    fn fused_norm(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        kind: RowNorm,
+        eps: f64,
+    ) -> Option<FloatTensor<Self>> {
+        let _ = (x, weight, bias, kind, eps);
         None
     }
 
-    /// The norm `kind` of the rows of `x: [rows, dim]` with weight `gamma: [dim]`, forward only
-    /// (autodiff backends return `None`; [`crate::cpu::norm`]). `None`: no kernel here.
-    fn fused_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, kind: RowNorm<FloatTensor<Self>>, eps: f64) -> Option<FloatTensor<Self>> {
-        let _ = (x, gamma, kind, eps);
+    /// `[dx, dweight, dbias]` of [`AttentionBackend::fused_norm`] from the output gradient `grad`
+    /// (`dbias`: the sum of `grad` over each group's rows). `None`: no kernel here.
+    fn fused_norm_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        kind: RowNorm,
+        eps: f64,
+        grad: FloatTensor<Self>,
+    ) -> Option<[FloatTensor<Self>; 3]> {
+        let _ = (x, weight, kind, eps, grad);
+        None
+    }
+
+    /// The gated residual update `x + y·gate` of `x, y: [rows, dim]` with `gate: [groups, dim]`,
+    /// one row per run of `rows / groups` consecutive rows ([`crate::cpu::gate`]). Autodiff
+    /// backends differentiate it with [`AttentionBackend::fused_gate_backward`]. `None`: no
+    /// kernel here.
+    fn fused_gate(x: FloatTensor<Self>, y: FloatTensor<Self>, gate: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+        let _ = (x, y, gate);
+        None
+    }
+
+    /// `[dy, dgate]` of [`AttentionBackend::fused_gate`] from the output gradient `grad` (`dx` is
+    /// `grad`). `None`: no kernel here.
+    fn fused_gate_backward(y: FloatTensor<Self>, gate: FloatTensor<Self>, grad: FloatTensor<Self>) -> Option<[FloatTensor<Self>; 2]> {
+        let _ = (y, gate, grad);
         None
     }
 
@@ -235,17 +255,32 @@ macro_rules! cpu_kernel {
             crate::cpu::rope::rope_tensor::<Self>(x, cos, sin)
         }
 
-        fn fused_adaln(x: FloatTensor<Self>, shift: FloatTensor<Self>, scale: FloatTensor<Self>, eps: f64) -> Option<FloatTensor<Self>> {
-            crate::cpu::adaln::adaln_tensor::<Self>(x, shift, scale, eps)
-        }
-
         fn fused_norm(
             x: FloatTensor<Self>,
-            gamma: FloatTensor<Self>,
-            kind: RowNorm<FloatTensor<Self>>,
+            weight: FloatTensor<Self>,
+            bias: Option<FloatTensor<Self>>,
+            kind: RowNorm,
             eps: f64,
         ) -> Option<FloatTensor<Self>> {
-            crate::cpu::norm::norm_tensor::<Self>(x, gamma, kind, eps)
+            crate::cpu::norm::norm_tensor::<Self>(x, weight, bias, kind, eps)
+        }
+
+        fn fused_norm_backward(
+            x: FloatTensor<Self>,
+            weight: FloatTensor<Self>,
+            kind: RowNorm,
+            eps: f64,
+            grad: FloatTensor<Self>,
+        ) -> Option<[FloatTensor<Self>; 3]> {
+            crate::cpu::norm::norm_backward_tensor::<Self>(x, weight, kind, eps, grad)
+        }
+
+        fn fused_gate(x: FloatTensor<Self>, y: FloatTensor<Self>, gate: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+            crate::cpu::gate::gate_tensor::<Self>(x, y, gate)
+        }
+
+        fn fused_gate_backward(y: FloatTensor<Self>, gate: FloatTensor<Self>, grad: FloatTensor<Self>) -> Option<[FloatTensor<Self>; 2]> {
+            crate::cpu::gate::gate_backward_tensor::<Self>(y, gate, grad)
         }
 
         fn fused_channel_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, silu: bool) -> Option<FloatTensor<Self>> {

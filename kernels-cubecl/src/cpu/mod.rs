@@ -1,7 +1,8 @@
 //! The CPU kernels: the VAE's causal convolution ([`conv3d`]) and channel norm
-//! ([`channel_norm`]), the DiT's element-wise kernels ([`adaln`], [`gelu`], [`norm`], [`rope`]), and the
-//! attention kernel: flash-style block-sparse attention on host f32 slices, forward and
-//! backward, for the CPU backends' [`crate::AttentionBackend`].
+//! ([`channel_norm`]), the DiT's element-wise kernels ([`gelu`], [`rope`], the gated residual
+//! [`gate`], and [`norm`]: RMSNorm, LayerNorm and the adaptive LayerNorm, forward and backward), and the attention kernel: flash-style
+//! block-sparse attention on host f32 slices, forward and backward, for the CPU backends'
+//! [`crate::AttentionBackend`].
 //!
 //! `q: [batch, heads, q_tokens, head_dim]`, `k, v: [batch, heads, k_tokens, head_dim]` →
 //! `out` like `q` and `lse: [batch, heads, q_tokens]` (f32, natural log-sum-exp of the scaled
@@ -17,11 +18,11 @@
 //! Inputs are read in place where the backend allows ([`HostValues`]: NdArray's row-major
 //! tensors), outputs move to the backend with `from_data`.
 
-pub mod adaln;
 mod backward;
 pub mod channel_norm;
 pub mod conv3d;
 mod forward;
+pub mod gate;
 pub mod gelu;
 mod gemm;
 mod host;

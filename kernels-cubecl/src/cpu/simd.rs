@@ -144,7 +144,8 @@ fn gelu_tanh_grad_body(x: &[f32], grad: &[f32], out: &mut [f32]) {
     }
 }
 
-/// Dispatches `$body($args)` to an AVX-512 or AVX2 build of it when the CPU has one.
+/// Dispatches `$body($args)` to an AVX-512 or AVX2 build of it when the CPU has one (`$body`
+/// marked `#[inline(always)]`, so that each build compiles its own copy).
 macro_rules! dispatch {
     ($body:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {{
         #[cfg(target_arch = "x86_64")]
@@ -165,6 +166,7 @@ macro_rules! dispatch {
         $body($($arg),*)
     }};
 }
+pub(super) use dispatch;
 
 /// One online-softmax step over a column-major score tile: `s[j·ld + i]` is row `i`'s score of
 /// key `j`, for `s.len() / ld` keys and `ld` rows (a multiple of [`LANES`]). Each row's running

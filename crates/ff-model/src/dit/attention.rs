@@ -39,7 +39,7 @@ fn rms_norm<B: AttentionBackend>(dim: usize, eps: f64, device: &B::Device) -> Rm
 }
 
 /// `norm(x)`: one fused pass where the backend has the kernel ([`kernels_cubecl::rms_norm`]: the
-/// CPU backends outside autodiff), else Burn's module.
+/// CPU backends, under autodiff too), else Burn's module.
 fn normed<B: AttentionBackend>(norm: &RmsNorm<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
     kernels_cubecl::rms_norm(x.clone(), norm.gamma.val(), norm.epsilon).unwrap_or_else(|| norm.forward(x))
 }

@@ -24,7 +24,7 @@ pub fn layer_norm<B: AttentionBackend, const D: usize>(x: Tensor<B, D>, eps: f64
 }
 
 /// `norm`'s LayerNorm of an f32 `x` with its affine parameters cast to f32: one fused pass where
-/// the backend has the kernel ([`kernels_cubecl::layer_norm`]: the CPU backends outside autodiff),
+/// the backend has the kernel ([`kernels_cubecl::layer_norm`]: the CPU backends, under autodiff too),
 /// else tensor ops.
 fn affine_norm<B: AttentionBackend, const D: usize>(norm: &LayerNorm<B>, x: Tensor<B, D>, eps: f64) -> Tensor<B, D> {
     let gamma = norm.gamma.val().cast(DType::F32);
@@ -47,11 +47,19 @@ fn modulate<B: AttentionBackend>(table: &Param<Tensor<B, 3>>, e: Tensor<B, 4>) -
 }
 
 /// `norm(x)·(1 + scale) + shift` in f32, returned in `dtype`: one fused pass where the backend
-/// has the kernel (`kernels_cubecl::adaln`: the CPU backends outside autodiff), else tensor ops.
+/// has the kernel (`kernels_cubecl::adaln`: the CPU backends, under autodiff too), else tensor ops.
 fn adaln<B: AttentionBackend>(x: Tensor<B, 4>, shift: &Tensor<B, 4>, scale: &Tensor<B, 4>, eps: f64, dtype: DType) -> Tensor<B, 4> {
     let out = kernels_cubecl::adaln(x.clone(), shift.clone(), scale.clone(), eps)
         .unwrap_or_else(|| layer_norm(x, eps) * (scale.clone() + 1.0) + shift.clone());
     out.cast(dtype)
+}
+
+/// `x + y·gate` in f32 (`x, y: [batch, frames, t, dim]`, per-frame `gate: [batch, frames, 1,
+/// dim]`): one fused pass where the backend has the kernel (`kernels_cubecl::gated_residual`: the
+/// CPU backends, under autodiff too), else tensor ops.
+fn gated<B: AttentionBackend>(x: Tensor<B, 4>, y: Tensor<B, 4>, gate: &Tensor<B, 4>) -> Tensor<B, 4> {
+    let y = y.cast(DType::F32);
+    kernels_cubecl::gated_residual(x.clone(), y.clone(), gate.clone()).unwrap_or_else(|| x + y * gate.clone())
 }
 
 /// One transformer block (see the module docs for its order of operations).
@@ -143,7 +151,7 @@ impl<B: AttentionBackend> DitBlock<B> {
         let flat = |x: Tensor<B, 4>| x.reshape([b, f * t, dim]);
         let frames = |x: Tensor<B, 3>| x.reshape([b, f, t, dim]);
         let attn = self.self_attn.output(self.self_attn.attend(q, keys, rows, attend, layer), roles);
-        let x = x + frames(attn).cast(DType::F32) * m[2].clone();
+        let x = gated(x, frames(attn), &m[2]);
 
         let x = flat(x);
         let normed = affine_norm(&self.norm3, x.clone(), self.eps).cast(dtype);
@@ -152,7 +160,7 @@ impl<B: AttentionBackend> DitBlock<B> {
 
         let h = adaln(x.clone(), &m[3], &m[4], self.eps, dtype);
         let ff = self.ffn.forward(h, gelu_tanh);
-        (x + ff.cast(DType::F32) * m[5].clone()).cast(dtype)
+        gated(x, ff, &m[5]).cast(dtype)
     }
 }
 
