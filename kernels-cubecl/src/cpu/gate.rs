@@ -5,7 +5,7 @@
 //! broadcast product, then the sum) and three backward (two products and a sum over tokens).
 //!
 //! The backward: `dx = grad`, `dy = grad·g_f` and `dg_f = Σ grad·y` over the frame's rows. Tasks
-//! are blocks of [`ROWS`] rows inside one group on the current rayon pool, and `dg` is per-block
+//! are blocks of 32 rows inside one group on the current rayon pool, and `dg` is per-block
 //! sums added in block order: results are the same at any thread count.
 
 use super::{HostValues, tensor};

@@ -9,9 +9,9 @@
 //! The backward recomputes `n` from `x`: `dn = dy·a_g`, `da_g = Σ dy·n` and `dc_g = Σ dy` over
 //! the group's rows, and `dx = (dn − mean(dn) − n·mean(dn·n)) / σ` (RMSNorm drops `mean(dn)`).
 //!
-//! Row sums are accumulated in f64 over [`LANES`] interleaved lanes (for instruction-level
+//! Row sums are accumulated in f64 over 8 interleaved lanes (for instruction-level
 //! parallelism; Rust never reorders a float sum) added in lane order. Tasks are blocks of
-//! [`ROWS`] rows inside one group on the current rayon pool, and the weight and bias gradients
+//! 32 rows inside one group on the current rayon pool, and the weight and bias gradients
 //! are per-block sums added in block order: results are the same at any thread count.
 
 use super::simd::dispatch;
