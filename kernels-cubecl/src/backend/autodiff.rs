@@ -1,7 +1,8 @@
 //! `Autodiff<B>` runs the inner backend's kernels forward and registers their backward kernels:
 //! attention (FlashAttention-2 from the saved log-sum-exp), the tanh GELU (from the saved input),
 //! the rotary embedding (the inverse rotation; the cos/sin table is a constant), the row norms
-//! (from the saved input and weight) and the gated residual (from the saved branch and gate); checkpointed regions are `checkpoint.rs`.
+//! (from the saved input and weight) and the gated residual (from the saved branch and gate);
+//! checkpointed regions are `checkpoint.rs`.
 
 use super::{AttentionBackend, RowNorm};
 use crate::BlockTable;
