@@ -344,6 +344,21 @@ unsafe fn gemm_call<T: GemmScalar>(
     }
 }
 
+/// flashforward patch: the row stride at which all `batch · m` rows of a `[B..., M, K]` layout
+/// lie, if they do (each batch dimension's stride is the row count below it times the row stride).
+fn folded_rows(batch: &[usize], strides: &[isize], m: usize) -> Option<isize> {
+    let rank = strides.len();
+    let rows = strides[rank - 2];
+    let mut span = rows * m as isize;
+    for (i, &dim) in batch.iter().enumerate().rev() {
+        if dim != 1 && strides[i] != span {
+            return None;
+        }
+        span *= dim as isize;
+    }
+    Some(rows)
+}
+
 /// Batched matmul: [B..., M, K] x [B..., K, N] -> [B..., M, N]
 /// Supports broadcasting on batch dimensions and strided (non-contiguous) inputs.
 fn matmul_batched_gemm<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
@@ -384,6 +399,36 @@ fn matmul_batched_gemm<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexT
     let rhs_start = rhs.layout().start_offset() as isize;
 
     let per_matrix_ops = m.saturating_mul(n).saturating_mul(k);
+
+    // flashforward patch: a stack of matrices times one shared matrix (a linear layer on
+    // `[b, f, t, d]` activations) is one product of `batch · m` rows when the stack's rows lie at
+    // one stride. Each output row is computed as in the per-batch calls (gemm blocks along `k`
+    // the same way whatever `m`), so this changes speed only.
+    if let Some(rows) = folded_rows(&lhs_batch, lhs.layout().strides(), m)
+        && rhs_batch.iter().all(|&d| d == 1)
+    {
+        let parallelism = get_parallelism(batch_size * m, n, k);
+        // SAFETY: gemm (`read_dst = false`) writes all `batch · m × n` elements.
+        return unsafe {
+            FlexTensor::written_by::<T>(out_shape, T::dtype(), |out| {
+                gemm_call::<T>(
+                    batch_size * m,
+                    n,
+                    k,
+                    out,
+                    1,
+                    n as isize,
+                    lhs_data.as_ptr().offset(lhs_start),
+                    lhs_col_stride,
+                    rows,
+                    rhs_data.as_ptr().offset(rhs_start),
+                    rhs_col_stride,
+                    rhs_row_stride,
+                    parallelism,
+                )
+            })
+        };
+    }
 
     // Closure: run gemm for one batch slice at the given pointers
     let run_one = |out_ptr: *mut T, b: usize, parallelism: gemm::Parallelism| {
