@@ -159,7 +159,9 @@ where
     B: burn::tensor::backend::AutodiffBackend + AttentionBackend,
     B::InnerBackend: AttentionBackend,
 {
-    let c = crate::schedule::preset(name)?;
+    // The context is the prompt's `text_tokens`, unpadded, as in `bench dmd` and PyTorch's side
+    // (`text_len = text_tokens`); the preset's 512 would give the cross-attention 16× the keys.
+    let c = crate::schedule::preset(name)?.with_text_len(a.shape.text_tokens);
     let model: WanDit<B> = c.init::<B>(device).with_roles(&LoraConfig::new(a.shape.lora_rank));
     let mut model = match a.trainable.as_str() {
         "lora" => lora_only(model),
