@@ -46,7 +46,7 @@ pub use dit::{DitRunner, Roles};
 pub use noise::{NoiseSpec, OUTPUT_STREAM, PLANNER_STREAM};
 pub use placement::{Placement, PlannerPlacement};
 pub use prompts::{Across, Carry, LiveSource, Prompts, Segment};
-pub use worker::worker_threads;
+pub use worker::{worker_pools, worker_threads};
 
 use crate::bank::{Entry, WorkerBanks, bank_plan};
 use crate::error::{Result, SchedError};

@@ -332,8 +332,11 @@ pub fn worker_threads(workers: usize, total: usize) -> Vec<usize> {
     (0..workers).map(|w| (total / workers + usize::from(w < total % workers)).max(1)).collect()
 }
 
-/// One rayon pool per worker, sized by [`worker_threads`] from the calling thread's pool.
-pub(super) fn worker_pools(workers: usize) -> Result<Vec<rayon::ThreadPool>> {
+/// One rayon pool per worker, sized by [`worker_threads`] from the calling thread's pool. A worker
+/// runs inside its pool (`install`): its tensor ops' parallel loops then start and join on the
+/// pool's own threads, where a thread outside the pool hands every loop over and sleeps until it
+/// ends (at one thread, a training step of the small preset took a third longer that way).
+pub fn worker_pools(workers: usize) -> Result<Vec<rayon::ThreadPool>> {
     worker_threads(workers, rayon::current_num_threads())
         .into_iter()
         .enumerate()

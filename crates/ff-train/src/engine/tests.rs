@@ -121,6 +121,34 @@ fn a_worker_that_fails_fails_the_step_on_every_device_without_a_hang() {
     assert_eq!(trainer.step(&objective(), &data).unwrap().clips, 2);
 }
 
+/// The flow-matching objective, recording the rayon pool it runs in: (pool thread index, pool
+/// size) of each loss.
+struct Pooled(std::sync::Mutex<Vec<(Option<usize>, usize)>>);
+
+impl crate::Objective<B> for Pooled {
+    fn loss(&self, model: &WanDit<B>, clip: &LatentClip, rng: &mut TrainRng) -> crate::Result<crate::Loss<B>> {
+        self.0.lock().unwrap().push((rayon::current_thread_index(), rayon::current_num_threads()));
+        crate::Objective::loss(&objective(), model, clip, rng)
+    }
+}
+
+#[test]
+fn each_group_steps_inside_a_pool_of_its_share_of_the_callers_threads() {
+    let data = clips(4);
+    for (threads, devices, per_group) in [(2, 1, 2), (4, 2, 2), (1, 2, 1)] {
+        let caller = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let mut trainer = Trainer::new(config().with_micro_batch(1), tiny_model(), vec![Default::default(); devices], 4).unwrap();
+        let pooled = Pooled(Default::default());
+        caller.install(|| trainer.step(&pooled, &data)).unwrap();
+        let seen = pooled.0.into_inner().unwrap();
+        assert_eq!(seen.len(), 2);
+        assert!(
+            seen.iter().all(|&(index, size)| index.is_some() && size == per_group),
+            "{threads} threads, {devices} devices: losses ran at {seen:?}"
+        );
+    }
+}
+
 #[test]
 fn nodes_need_a_rank_below_the_count_and_a_coordinator() {
     let nodes =

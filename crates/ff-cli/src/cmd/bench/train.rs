@@ -150,7 +150,9 @@ struct Bench<'a> {
 impl BackendTask for Bench<'_> {
     type Output = Row;
     fn run<B: AttentionBackend>(self, devices: Vec<B::Device>) -> anyhow::Result<Row> {
-        bench::<Autodiff<B>>(self.name, self.args, &devices[0])
+        // Inside a worker pool, as the trainer runs each data-parallel group's step.
+        let pools = ff_sched::exec::worker_pools(1)?;
+        pools[0].install(|| bench::<Autodiff<B>>(self.name, self.args, &devices[0]))
     }
 }
 

@@ -157,10 +157,11 @@ impl Layout {
 
 /// Runs `shares[w]` (micro-batches of jobs) on the data-parallel group `w` of `devices`
 /// ([`TrainConfig::groups`]: `context_parallel` consecutive devices), one thread per group on the
-/// group's first device, and returns the gradients summed over all workers of all `nodes` on
-/// `devices[0]` with the clips' losses in batch order. This node's clips start at index
-/// `first_job` of the batch. Each worker steps the form of its replica that `config` gives for
-/// its group ([`StepModule::for_step`]).
+/// group's first device inside its own rayon pool (`ff_sched::exec::worker_pools`: the caller's
+/// rayon threads shared among the groups, as the executors share them among their workers), and
+/// returns the gradients summed over all workers of all `nodes` on `devices[0]` with the clips'
+/// losses in batch order. This node's clips start at index `first_job` of the batch. Each worker
+/// steps the form of its replica that `config` gives for its group ([`StepModule::for_step`]).
 #[allow(clippy::too_many_arguments)]
 pub fn run<B, M, C, O>(
     model: &M,
@@ -194,19 +195,22 @@ where
             Some(start)
         })
         .collect();
+    let pools = ff_sched::exec::worker_pools(groups.len()).map_err(|e| TrainError::Worker(e.to_string()))?;
     let results: Vec<Worked<B::InnerBackend>> = std::thread::scope(|s| {
         let handles: Vec<_> = shares
             .into_iter()
             .zip(&groups)
+            .zip(&pools)
             .enumerate()
-            .map(|(w, (share, group))| {
+            .map(|(w, ((share, group), pool))| {
                 let device = &group[0];
                 let replica = model.clone().fork(device);
                 let (collective, start) = (collective.as_ref(), starts[w]);
                 s.spawn(move || {
-                    let run = || run_share(&replica.for_step(config, group)?, &replica, objective, share, scale);
-                    let share =
-                        catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|_| Err(TrainError::Worker("a worker thread panicked".into())));
+                    let run = move || run_share(&replica.for_step(config, group)?, &replica, objective, share, scale);
+                    let share = pool
+                        .install(|| catch_unwind(AssertUnwindSafe(run)))
+                        .unwrap_or_else(|_| Err(TrainError::Worker("a worker thread panicked".into())));
                     let reduced =
                         collective.map(|c| c.all_reduce(c.peers[w], layout.pack(&share, start, device)).and_then(|r| layout.unpack(r)));
                     (share, reduced)
