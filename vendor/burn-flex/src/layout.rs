@@ -291,53 +291,19 @@ impl Layout {
         )
     }
 
-    /// Reshape to a new shape: any shape if contiguous with zero offset; otherwise (flashforward
-    /// patch) a shape that only adds or drops size-1 dimensions, as a view with the same strides.
+    /// Reshape to a new shape. Only works if contiguous with zero offset.
     ///
-    /// Returns None when the view would need a data copy.
+    /// Returns None if not contiguous or has non-zero offset (would require data copy).
     pub fn reshape(&self, new_shape: Shape) -> Option<Self> {
+        if !self.is_contiguous() || self.start_offset != 0 {
+            return None;
+        }
         debug_assert_eq!(
             self.num_elements(),
             new_shape.num_elements(),
             "reshape must preserve total elements"
         );
-        if self.is_contiguous() && self.start_offset == 0 {
-            return Some(Self::contiguous(new_shape));
-        }
-        self.reshape_unit_dims(new_shape)
-    }
-
-    /// flashforward patch: the view of `new_shape` when it has this layout's dimensions other than
-    /// 1 in the same order (upstream copied, e.g. for the transposed weight that Burn's linear
-    /// backward unsqueezes to `[1, d_out, d_in]`). A size-1 dimension gets the stride a
-    /// contiguous layout would give it over the dimensions inside it.
-    fn reshape_unit_dims(&self, new_shape: Shape) -> Option<Self> {
-        if self.num_elements() == 0 {
-            return None;
-        }
-        let kept = (0..self.num_dims())
-            .filter(|&i| self.shape[i] != 1)
-            .map(|i| (self.shape[i], self.strides[i]));
-        let mut kept = kept.collect::<Vec<_>>().into_iter().rev();
-        let mut strides = vec![0isize; new_shape.num_dims()];
-        let mut inside = 1isize;
-        for i in (0..new_shape.num_dims()).rev() {
-            if new_shape[i] == 1 {
-                strides[i] = inside;
-                continue;
-            }
-            let (dim, stride) = kept.next().filter(|&(dim, _)| dim == new_shape[i])?;
-            strides[i] = stride;
-            inside = stride * dim as isize;
-        }
-        if kept.next().is_some() {
-            return None;
-        }
-        Some(Self {
-            shape: new_shape,
-            strides,
-            start_offset: self.start_offset,
-        })
+        Some(Self::contiguous(new_shape))
     }
 
     /// Compute linear index from multi-dimensional indices.
